@@ -1,0 +1,205 @@
+/*
+ * specdec.h — the one public header of the specdec inference engine.
+ *
+ * Conventions (apply to every call below):
+ *  - Handles are opaque. Whatever a *_new / *_load call returns through an out-pointer is owned by the
+ *    caller and released with the matching *_free (which accepts NULL).
+ *  - Calls that can fail return an sd_status. On failure they fill the optional sd_error (may be NULL) with a
+ *    message that says what is wrong and what state was kept; outputs are left untouched unless stated.
+ *  - The library never exits the process and never prints, except where a call says it does.
+ *  - A model may be shared read-only by several contexts and threads; a context is used by one thread at a time.
+ *  - Pointers passed in are borrowed for the duration of the call only, unless stated.
+ */
+#ifndef SPECDEC_H
+#define SPECDEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status */
+typedef enum sd_status {
+    SD_OK = 0,
+    SD_ERR_IO,          /* file missing / unreadable */
+    SD_ERR_FORMAT,      /* file is not a valid model / tokenizer file */
+    SD_ERR_UNSUPPORTED, /* valid file, but an architecture / type / feature this build does not handle */
+    SD_ERR_ARG,         /* invalid argument */
+    SD_ERR_NOMEM,       /* allocation failed */
+    SD_ERR_CTX_FULL,    /* the KV cache of a sequence has no room for the block */
+} sd_status;
+
+typedef struct sd_error {
+    sd_status status;
+    char msg[512];
+} sd_error;
+
+/* Static string naming a status ("ok", "io error", ...). */
+const char *sd_status_str(sd_status st);
+
+/* ---------------------------------------------------------------- model */
+typedef struct sd_model sd_model;
+
+typedef struct sd_model_params {
+    /* llama2.c .bin models only: path of the tokenizer.bin. NULL: tok<vocab>.bin, then tokenizer.bin, beside
+     * the model file. Ignored for GGUF (the tokenizer is in the metadata). */
+    const char *tokenizer_path;
+} sd_model_params;
+
+sd_model_params sd_model_default_params(void);
+
+/* Loads a GGUF (v2/v3) or llama2.c (.bin, v0 header) model. The file is mmapped read-only and validated
+ * (header, metadata, tensor table, shapes the architecture expects). On failure *out is set to NULL. */
+sd_status sd_model_load(const char *path, const sd_model_params *params, sd_model **out, sd_error *err);
+void sd_model_free(sd_model *model);
+
+typedef struct sd_model_info {
+    const char *arch;        /* "llama", "qwen2", ... (static string) */
+    const char *weight_type; /* dominant weight type of the layer matrices: "f32", "f16", "bf16", "q8_0", "q4_0" */
+    int n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx_train;
+    float rope_freq_base, norm_eps;
+    size_t weight_bytes; /* bytes of all weight tensors */
+} sd_model_info;
+
+void sd_model_get_info(const sd_model *model, sd_model_info *info);
+
+/* ---------------------------------------------------------------- tokenizer */
+int32_t sd_token_bos(const sd_model *model); /* -1 when the vocabulary has none */
+int32_t sd_token_eos(const sd_model *model);
+bool sd_token_is_eog(const sd_model *model, int32_t token); /* end of generation (EOS, EOT, ...) */
+bool sd_model_add_bos(const sd_model *model);               /* whether prompts start with BOS by default */
+
+/* Encodes len bytes of text. add_bos: prepend BOS when the vocabulary has one. parse_special: text such as
+ * "<s>" that spells a control token becomes that token. Writes at most cap ids to out and sets *n_out to the
+ * number of tokens of the text; when that exceeds cap, returns SD_ERR_ARG and out holds the first cap ids. */
+sd_status sd_tokenize(const sd_model *model, const char *text, size_t len, bool add_bos, bool parse_special,
+                      int32_t *out, int cap, int *n_out, sd_error *err);
+
+/* Raw bytes of one token (may be an incomplete UTF-8 sequence; control tokens give ""). Returns the piece
+ * length, which may exceed cap (then only cap bytes are written; the piece is never longer than 256 bytes).
+ * Returns -1 for an id outside the vocabulary. */
+int sd_token_to_piece(const sd_model *model, int32_t token, char *buf, int cap);
+
+/* Streaming-safe detokenizer: holds back the bytes of an incomplete UTF-8 character until it completes. */
+typedef struct sd_detok {
+    char pending[8];
+    int n_pending;
+} sd_detok;
+
+/* Appends token's text to out (NUL-terminated); out must hold at least 300 bytes. Returns the bytes written. */
+int sd_detok_push(const sd_model *model, sd_detok *st, int32_t token, char *out);
+/* Writes what is still pending (an invalid tail is written as U+FFFD). out: >= 32 bytes. Returns bytes. */
+int sd_detok_flush(sd_detok *st, char *out);
+
+/* ---------------------------------------------------------------- context: KV cache + work buffers + threads */
+typedef struct sd_ctx sd_ctx;
+
+typedef struct sd_ctx_params {
+    int n_ctx;     /* positions per sequence; 0 = the model's training context */
+    int n_seq;     /* number of independent sequences (KV caches); default 1 */
+    int n_batch;   /* largest block one sd_forward call takes; default 64 */
+    int n_threads; /* worker threads incl. the caller; 0 = number of online CPUs */
+} sd_ctx_params;
+
+sd_ctx_params sd_ctx_default_params(void);
+sd_status sd_ctx_new(const sd_model *model, const sd_ctx_params *params, sd_ctx **out, sd_error *err);
+void sd_ctx_free(sd_ctx *ctx);
+int sd_ctx_n_ctx(const sd_ctx *ctx);
+int sd_ctx_n_batch(const sd_ctx *ctx);
+int sd_ctx_n_threads(const sd_ctx *ctx);
+const sd_model *sd_ctx_model(const sd_ctx *ctx);
+
+/* KV cache. Each layer of each sequence holds a prefix of positions [0, len). */
+int sd_kv_len(const sd_ctx *ctx, int seq, int layer); /* layer -1: the minimum over layers; -1 on bad args */
+/* Drops every position >= n_pos in every layer of seq (rollback). n_pos beyond the length is a no-op. */
+sd_status sd_kv_truncate(sd_ctx *ctx, int seq, int n_pos, sd_error *err);
+/* Makes dst's cache a copy of src's (all layers). */
+sd_status sd_kv_copy_seq(sd_ctx *ctx, int src, int dst, sd_error *err);
+/* Copies the K and V rows of one layer at one position into k_out / v_out ([n_head_kv * head_dim] floats
+ * each; either may be NULL). For tests and tools that compare caches. */
+sd_status sd_kv_read(const sd_ctx *ctx, int seq, int layer, int pos, float *k_out, float *v_out, sd_error *err);
+
+/* ---------------------------------------------------------------- forward over a block of positions */
+typedef struct sd_block {
+    int n;                /* number of positions, 1..n_batch */
+    const int32_t *token; /* [n] token ids; used when layer_begin == 0 */
+    const float *embd;    /* [n][n_embd] input hidden states; used when layer_begin > 0 */
+    const int32_t *seq;   /* [n] sequence id of each position; NULL: all in sequence 0 */
+    const int32_t *pos;   /* [n] position of each entry; NULL: consecutive after each sequence's current length */
+    /* [n] tree parent: index of the parent entry within the block, or -1 for a root (attached to the cached
+     * prefix of its sequence). NULL: each entry's parent is the previous entry of the same sequence (a chain).
+     * Parents must come before children. An entry attends to its sequence's cached prefix and to its ancestors
+     * in the block (and itself). A tree's K/V are written in block order after the prefix; rollback after
+     * verification is sd_kv_truncate. */
+    const int32_t *parent;
+} sd_block;
+
+typedef struct sd_forward_args {
+    int layer_begin;          /* first layer run, 0..n_layer-1 */
+    int layer_end;            /* one past the last layer run; 0 means n_layer */
+    const uint8_t *skip;      /* [2 * n_layer] 1 = skip sub-layer (2l: attention of layer l, 2l+1: its MLP); NULL */
+    const uint8_t *want_logits; /* [n] nonzero = compute logits of that position; NULL = the last position only */
+    float *logits;            /* [n_wanted][n_vocab] out, in block order (final norm + LM head on the state after
+                                 layer_end-1); NULL = no logits */
+    float *hidden;            /* [n][n_embd] out: state after layer_end-1, before the final norm; NULL = not wanted */
+} sd_forward_args;
+
+/* Runs layers [layer_begin, layer_end) over the block, appending each position's K/V to the caches of the layers
+ * it runs (position p of layer l goes at the layer's current length; every entry of a sequence must follow on
+ * from that length: pos == len + index within the sequence's chain, or depth for trees). On error nothing in
+ * the caches changes (SD_ERR_CTX_FULL when a sequence has no room). The bits of a position's results do not
+ * depend on the other positions in the block nor on the thread count (batch invariance). */
+sd_status sd_forward(sd_ctx *ctx, const sd_block *block, const sd_forward_args *args, sd_error *err);
+
+/* ---------------------------------------------------------------- sampling */
+typedef struct sd_sampler_params {
+    float temp;           /* <= 0: greedy (argmax, lowest id on ties) */
+    int top_k;            /* <= 0: off */
+    float top_p;          /* >= 1: off */
+    float min_p;          /* <= 0: off */
+    float repeat_penalty; /* 1: off */
+    int repeat_last_n;    /* tokens of history the penalty looks at */
+    uint64_t seed;
+} sd_sampler_params;
+
+typedef struct sd_sampler sd_sampler;
+
+sd_sampler_params sd_sampler_default_params(void);
+/* Validates params (temp >= 0, top_p in (0,1], min_p in [0,1], repeat_penalty > 0, ...). */
+sd_status sd_sampler_new(const sd_sampler_params *params, int n_vocab, sd_sampler **out, sd_error *err);
+void sd_sampler_free(sd_sampler *s);
+bool sd_sampler_is_greedy(const sd_sampler *s);
+/* The processed distribution: probs[n_vocab] after the repetition penalty, then top-k, top-p and min-p on
+ * softmax(logits), then the temperature over what is left (llama.cpp's order). Zeros for removed tokens;
+ * one-hot on the argmax when greedy. history: the n_hist previous tokens (for the penalty). */
+void sd_sampler_probs(sd_sampler *s, const float *logits, const int32_t *history, int n_hist, float *probs);
+/* Draws a token from probs[n_vocab] with the sampler's RNG (argmax when greedy). */
+int32_t sd_sampler_draw(sd_sampler *s, const float *probs);
+/* probs + draw in one call. */
+int32_t sd_sampler_sample(sd_sampler *s, const float *logits, const int32_t *history, int n_hist);
+/* Next uniform double in [0, 1) from the sampler's RNG. */
+double sd_sampler_uniform(sd_sampler *s);
+
+/* ---------------------------------------------------------------- plain generation */
+/* Called once per generated token; return false to stop. */
+typedef bool (*sd_token_cb)(int32_t token, void *user);
+
+typedef struct sd_gen_stats {
+    int n_prompt, n_gen;
+    double t_prompt_s, t_gen_s; /* wall time of prefill and of decoding */
+} sd_gen_stats;
+
+/* Clears sequence 0, prefills prompt[n_prompt] in chunks of n_batch, then generates up to n_predict tokens
+ * (stops at an end-of-generation token unless ignore_eos). Generated ids are written to out (if not NULL,
+ * capacity n_predict) and passed to cb (if not NULL). Errors: empty prompt, prompt + n_predict > n_ctx. */
+sd_status sd_generate(sd_ctx *ctx, sd_sampler *smp, const int32_t *prompt, int n_prompt, int n_predict,
+                      bool ignore_eos, int32_t *out, int *n_out, sd_token_cb cb, void *user, sd_gen_stats *stats,
+                      sd_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SPECDEC_H */

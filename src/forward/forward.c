@@ -1,0 +1,387 @@
+#define _POSIX_C_SOURCE 200809L
+#include "forward/forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/err.h"
+
+/* ------------------------------------------------------------------ matmul over the pool */
+typedef struct mm_item {
+    kern_mm_fn fn;
+    const tensor *w;
+    const void *x;
+    size_t x_stride;
+    float *y;
+    int ldy;
+} mm_item;
+
+typedef struct mm_job {
+    mm_item it[3];
+    int n_it, n;
+} mm_job;
+
+static void mm_worker(void *arg, int ith, int nth) {
+    const mm_job *j = arg;
+    for (int i = 0; i < j->n_it; i++) {
+        const mm_item *m = &j->it[i];
+        int units = (int)((m->w->rows + 3) / 4), u0, u1;
+        pool_split(units, ith, nth, &u0, &u1);
+        int r0 = u0 * 4, r1 = u1 * 4 < m->w->rows ? u1 * 4 : (int)m->w->rows;
+        if (r0 < r1) m->fn(m->w->data, m->w->row_bytes, (int)m->w->cols, m->x, m->x_stride, j->n, m->y, m->ldy, r0, r1);
+    }
+}
+
+/* Several matmuls sharing one input (e.g. Q, K, V) in one pool dispatch. */
+static void matmul_multi(sd_ctx *c, const float *x, int ldx, int n, int count, const tensor *const *w, float *const *y,
+                         const int *ldy) {
+    mm_job j = {.n_it = count, .n = n};
+    int cols = (int)w[0]->cols;
+    bool quant = false;
+    for (int i = 0; i < count; i++) quant |= kern_type_is_quant(w[i]->type);
+    size_t qstride = (size_t)(cols / 32) * sizeof(act_q8);
+    if (quant)
+        for (int p = 0; p < n; p++) kern_quantize_q8(x + (size_t)p * ldx, cols, (act_q8 *)((char *)c->xq + p * qstride));
+    for (int i = 0; i < count; i++) {
+        bool q = kern_type_is_quant(w[i]->type);
+        j.it[i] = (mm_item){c->ops->mm[w[i]->type], w[i], q ? (const void *)c->xq : (const void *)x,
+                            q ? qstride : (size_t)ldx * sizeof(float), y[i], ldy[i]};
+    }
+    pool_run(c->pool, mm_worker, &j);
+}
+
+void fwd_matmul(sd_ctx *c, const tensor *w, const float *x, int ldx, int n, float *y, int ldy) {
+    matmul_multi(c, x, ldx, n, 1, &w, &y, &ldy);
+}
+
+void fwd_rmsnorm(const float *x, const float *g, int n, float eps, float *out) {
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    float s = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = 0; i < n; i++) out[i] = x[i] * s * g[i];
+}
+
+/* ------------------------------------------------------------------ context */
+sd_ctx_params sd_ctx_default_params(void) {
+    sd_ctx_params p = {.n_ctx = 0, .n_seq = 1, .n_batch = 64, .n_threads = 0};
+    return p;
+}
+
+void sd_ctx_free(sd_ctx *c) {
+    if (!c) return;
+    pool_free(c->pool);
+    kv_free(&c->kv);
+    void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->gate, c->up, c->tmp, c->xq, c->scores,
+                    c->cell, c->base, c->chain, c->par, c->seqs, c->poss, c->anc, c->seen};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(c);
+}
+
+sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **out, sd_error *err) {
+    if (!out) return err_set(err, SD_ERR_ARG, "sd_ctx_new: out is NULL");
+    *out = NULL;
+    if (!m) return err_set(err, SD_ERR_ARG, "sd_ctx_new: model is NULL");
+    sd_ctx_params p = params ? *params : sd_ctx_default_params();
+    if (p.n_ctx < 0 || p.n_seq < 1 || p.n_seq > 256 || p.n_batch < 1 || p.n_batch > 4096 || p.n_threads < 0 ||
+        p.n_threads > 512)
+        return err_set(err, SD_ERR_ARG,
+                       "invalid context parameters: n_ctx %d (>= 0), n_seq %d (1..256), n_batch %d (1..4096), "
+                       "n_threads %d (0..512)",
+                       p.n_ctx, p.n_seq, p.n_batch, p.n_threads);
+    const hparams *hp = &m->hp;
+    if (p.n_ctx == 0) p.n_ctx = hp->n_ctx_train;
+    if (p.n_ctx > (1 << 20)) return err_set(err, SD_ERR_ARG, "n_ctx %d is too large", p.n_ctx);
+    if (p.n_threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        p.n_threads = n > 0 ? (int)n : 1;
+    }
+    sd_ctx *c = calloc(1, sizeof *c);
+    if (!c) return err_set(err, SD_ERR_NOMEM, "out of memory");
+    c->m = m;
+    c->n_ctx = p.n_ctx;
+    c->n_batch = p.n_batch;
+    c->n_threads = p.n_threads;
+    c->ops = kern_best();
+    const size_t B = (size_t)p.n_batch, E = (size_t)hp->n_embd, Q = (size_t)hp->n_head * hp->head_dim,
+                 KV = (size_t)hp->n_head_kv * hp->head_dim, F = (size_t)hp->n_ff;
+    size_t EQ = E > Q ? E : Q, maxc = EQ > F ? EQ : F;
+    sd_status st = kv_init(&c->kv, p.n_seq, hp->n_layer, p.n_ctx, (int)KV, err);
+    if (st) {
+        free(c);
+        return st;
+    }
+    c->x = malloc(B * E * sizeof(float));
+    c->xn = malloc(B * EQ * sizeof(float));
+    c->q = malloc(B * Q * sizeof(float));
+    c->k = malloc(B * KV * sizeof(float));
+    c->v = malloc(B * KV * sizeof(float));
+    c->gate = malloc(B * F * sizeof(float));
+    c->up = malloc(B * F * sizeof(float));
+    c->tmp = malloc(B * E * sizeof(float));
+    c->xq = malloc(B * (maxc / 32 + 1) * sizeof(act_q8));
+    c->scores = malloc((size_t)p.n_threads * ((size_t)p.n_ctx + B) * sizeof(float));
+    c->cell = malloc(B * sizeof(int));
+    c->base = malloc(B * sizeof(int));
+    c->chain = malloc(B * sizeof(int));
+    c->par = malloc(B * sizeof(int));
+    c->seqs = malloc(B * sizeof(int));
+    c->poss = malloc(B * sizeof(int));
+    c->anc = malloc((size_t)p.n_threads * B * sizeof(int));
+    c->seen = malloc((size_t)p.n_seq * sizeof(int));
+    c->pool = pool_new(p.n_threads);
+    if (!c->x || !c->xn || !c->q || !c->k || !c->v || !c->gate || !c->up || !c->tmp || !c->xq || !c->scores ||
+        !c->cell || !c->base || !c->chain || !c->par || !c->seqs || !c->poss || !c->anc || !c->seen || !c->pool) {
+        sd_ctx_free(c);
+        return err_set(err, SD_ERR_NOMEM, "out of memory allocating context buffers (n_batch %d, n_ctx %d)", p.n_batch,
+                       p.n_ctx);
+    }
+    *out = c;
+    return SD_OK;
+}
+
+int sd_ctx_n_ctx(const sd_ctx *c) { return c->n_ctx; }
+int sd_ctx_n_batch(const sd_ctx *c) { return c->n_batch; }
+int sd_ctx_n_threads(const sd_ctx *c) { return c->n_threads; }
+const sd_model *sd_ctx_model(const sd_ctx *c) { return c->m; }
+
+/* ------------------------------------------------------------------ KV API */
+int sd_kv_len(const sd_ctx *c, int seq, int layer) {
+    if (!c || seq < 0 || seq >= c->kv.n_seq || layer < -1 || layer >= c->kv.n_layer) return -1;
+    if (layer >= 0) return *kv_len(&c->kv, seq, layer);
+    int mn = *kv_len(&c->kv, seq, 0);
+    for (int l = 1; l < c->kv.n_layer; l++)
+        if (*kv_len(&c->kv, seq, l) < mn) mn = *kv_len(&c->kv, seq, l);
+    return mn;
+}
+
+sd_status sd_kv_truncate(sd_ctx *c, int seq, int n_pos, sd_error *err) {
+    if (!c || seq < 0 || seq >= c->kv.n_seq || n_pos < 0)
+        return err_set(err, SD_ERR_ARG, "sd_kv_truncate: invalid sequence %d or position %d", seq, n_pos);
+    kv_truncate(&c->kv, seq, n_pos);
+    return SD_OK;
+}
+
+sd_status sd_kv_copy_seq(sd_ctx *c, int src, int dst, sd_error *err) {
+    if (!c || src < 0 || dst < 0 || src >= c->kv.n_seq || dst >= c->kv.n_seq)
+        return err_set(err, SD_ERR_ARG, "sd_kv_copy_seq: invalid sequences %d -> %d (context has %d)", src, dst,
+                       c ? c->kv.n_seq : 0);
+    kv_copy_seq(&c->kv, src, dst);
+    return SD_OK;
+}
+
+sd_status sd_kv_read(const sd_ctx *c, int seq, int layer, int pos, float *k_out, float *v_out, sd_error *err) {
+    if (!c || seq < 0 || seq >= c->kv.n_seq || layer < 0 || layer >= c->kv.n_layer || pos < 0 ||
+        pos >= *kv_len(&c->kv, seq, layer))
+        return err_set(err, SD_ERR_ARG, "sd_kv_read: no cached position %d in layer %d of sequence %d", pos, layer, seq);
+    size_t o = kv_offset(&c->kv, seq, layer, pos), n = (size_t)c->kv.kv_dim * sizeof(float);
+    if (k_out) memcpy(k_out, c->kv.k + o, n);
+    if (v_out) memcpy(v_out, c->kv.v + o, n);
+    return SD_OK;
+}
+
+/* ------------------------------------------------------------------ the layer pieces */
+static void rope(float *x, int n_heads, int hd, int pos, float base, rope_kind kind) {
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * hd;
+        for (int i = 0; i < hd / 2; i++) {
+            double theta = (double)pos * pow((double)base, -2.0 * i / hd);
+            float cs = (float)cos(theta), sn = (float)sin(theta);
+            int a = kind == ROPE_KIND_NORM ? 2 * i : i, b = kind == ROPE_KIND_NORM ? 2 * i + 1 : i + hd / 2;
+            float x0 = v[a], x1 = v[b];
+            v[a] = x0 * cs - x1 * sn;
+            v[b] = x0 * sn + x1 * cs;
+        }
+    }
+}
+
+typedef struct att_job {
+    sd_ctx *c;
+    int n, layer;
+} att_job;
+
+/* One (entry, head) per task: scores over the visible cells in ascending cell order, softmax, weighted sum. */
+static void att_worker(void *arg, int ith, int nth) {
+    const att_job *j = arg;
+    sd_ctx *c = j->c;
+    const hparams *hp = &c->m->hp;
+    const int H = hp->n_head, hd = hp->head_dim, grp = hp->n_head / hp->n_head_kv, KVD = c->kv.kv_dim;
+    const int Q = H * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *sc = c->scores + (size_t)ith * ((size_t)c->n_ctx + c->n_batch);
+    int *anc = c->anc + (size_t)ith * c->n_batch;
+    int t0, t1;
+    pool_split(j->n * H, ith, nth, &t0, &t1);
+    for (int t = t0; t < t1; t++) {
+        int i = t / H, h = t % H, kvh = h / grp, s = c->seqs[i];
+        const float *q = c->q + (size_t)i * Q + (size_t)h * hd;
+        /* visible cells: [0, prefix) then the listed extras (ascending) */
+        int prefix, n_anc = 0;
+        if (c->par[i] == -2) { /* chain entry: everything up to its own cell */
+            prefix = c->cell[i] + 1;
+        } else {
+            prefix = c->base[i];
+            for (int a = i; a >= 0; a = c->par[a]) anc[n_anc++] = c->cell[a];
+        }
+        int n_vis = prefix + n_anc;
+        const float *kb = c->kv.k + kv_offset(&c->kv, s, j->layer, 0) + (size_t)kvh * hd;
+        const float *vb = c->kv.v + kv_offset(&c->kv, s, j->layer, 0) + (size_t)kvh * hd;
+        float mx = -INFINITY;
+        for (int vi = 0; vi < n_vis; vi++) {
+            int cell = vi < prefix ? vi : anc[n_anc - 1 - (vi - prefix)];
+            const float *k = kb + (size_t)cell * KVD;
+            float d = 0.0f;
+            for (int e = 0; e < hd; e++) d += q[e] * k[e];
+            d *= scale;
+            sc[vi] = d;
+            if (d > mx) mx = d;
+        }
+        float sum = 0.0f;
+        for (int vi = 0; vi < n_vis; vi++) {
+            sc[vi] = expf(sc[vi] - mx);
+            sum += sc[vi];
+        }
+        float *o = c->xn + (size_t)i * Q + (size_t)h * hd;
+        for (int e = 0; e < hd; e++) o[e] = 0.0f;
+        for (int vi = 0; vi < n_vis; vi++) {
+            int cell = vi < prefix ? vi : anc[n_anc - 1 - (vi - prefix)];
+            const float *v = vb + (size_t)cell * KVD;
+            float w = sc[vi];
+            for (int e = 0; e < hd; e++) o[e] += w * v[e];
+        }
+        float inv = 1.0f / sum;
+        for (int e = 0; e < hd; e++) o[e] *= inv;
+    }
+}
+
+static void layer_attention(sd_ctx *c, int l, int n) {
+    const sd_model *m = c->m;
+    const hparams *hp = &m->hp;
+    const layer_w *w = &m->layers[l];
+    const int E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
+    for (int i = 0; i < n; i++)
+        fwd_rmsnorm(c->x + (size_t)i * E, w->attn_norm, E, hp->norm_eps, c->xn + (size_t)i * E);
+    const tensor *ws[3] = {&w->wq, &w->wk, &w->wv};
+    float *ys[3] = {c->q, c->k, c->v};
+    int lds[3] = {Q, KV, KV};
+    matmul_multi(c, c->xn, E, n, 3, ws, ys, lds);
+    for (int i = 0; i < n; i++) {
+        float *q = c->q + (size_t)i * Q, *k = c->k + (size_t)i * KV, *v = c->v + (size_t)i * KV;
+        if (w->bq)
+            for (int e = 0; e < Q; e++) q[e] += w->bq[e];
+        if (w->bk)
+            for (int e = 0; e < KV; e++) k[e] += w->bk[e];
+        if (w->bv)
+            for (int e = 0; e < KV; e++) v[e] += w->bv[e];
+        rope(q, hp->n_head, hp->head_dim, c->poss[i], hp->rope_base, m->arch->rope);
+        rope(k, hp->n_head_kv, hp->head_dim, c->poss[i], hp->rope_base, m->arch->rope);
+        size_t o = kv_offset(&c->kv, c->seqs[i], l, c->cell[i]);
+        memcpy(c->kv.k + o, k, (size_t)KV * sizeof(float));
+        memcpy(c->kv.v + o, v, (size_t)KV * sizeof(float));
+    }
+    att_job aj = {c, n, l};
+    pool_run(c->pool, att_worker, &aj);
+    fwd_matmul(c, &w->wo, c->xn, Q, n, c->tmp, E);
+    for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->tmp[i];
+}
+
+static void layer_mlp(sd_ctx *c, int l, int n) {
+    const hparams *hp = &c->m->hp;
+    const layer_w *w = &c->m->layers[l];
+    const int E = hp->n_embd, F = hp->n_ff;
+    for (int i = 0; i < n; i++) fwd_rmsnorm(c->x + (size_t)i * E, w->ffn_norm, E, hp->norm_eps, c->xn + (size_t)i * E);
+    const tensor *ws[2] = {&w->w_gate, &w->w_up};
+    float *ys[2] = {c->gate, c->up};
+    int lds[2] = {F, F};
+    matmul_multi(c, c->xn, E, n, 2, ws, ys, lds);
+    for (size_t i = 0; i < (size_t)n * F; i++) {
+        float g = c->gate[i];
+        c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
+    }
+    fwd_matmul(c, &w->w_down, c->gate, F, n, c->tmp, E);
+    for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->tmp[i];
+}
+
+/* ------------------------------------------------------------------ the forward call */
+sd_status sd_forward(sd_ctx *c, const sd_block *b, const sd_forward_args *a, sd_error *err) {
+    if (!c || !b || !a) return err_set(err, SD_ERR_ARG, "sd_forward: NULL argument");
+    const sd_model *m = c->m;
+    const hparams *hp = &m->hp;
+    const int n = b->n, L = hp->n_layer, E = hp->n_embd;
+    const int lb = a->layer_begin, le = a->layer_end ? a->layer_end : L;
+    if (n < 1 || n > c->n_batch)
+        return err_set(err, SD_ERR_ARG, "block of %d positions (1..%d allowed: n_batch)", n, c->n_batch);
+    if (lb < 0 || lb >= L || le <= lb || le > L)
+        return err_set(err, SD_ERR_ARG, "layer range [%d, %d) is invalid for a %d-layer model", lb, le, L);
+    if (lb == 0 && !b->token) return err_set(err, SD_ERR_ARG, "block starting at layer 0 needs token ids");
+    if (lb > 0 && !b->embd) return err_set(err, SD_ERR_ARG, "block starting at layer %d needs hidden states", lb);
+    /* the first layer whose attention runs decides the base length of each sequence */
+    int ref_layer = -1;
+    for (int l = lb; l < le && ref_layer < 0; l++)
+        if (!a->skip || !a->skip[2 * l]) ref_layer = l;
+    for (int s = 0; s < c->kv.n_seq; s++) c->seen[s] = 0;
+    for (int i = 0; i < n; i++) {
+        int s = b->seq ? b->seq[i] : 0;
+        if (s < 0 || s >= c->kv.n_seq)
+            return err_set(err, SD_ERR_ARG, "entry %d: sequence id %d (context has %d)", i, s, c->kv.n_seq);
+        if (lb == 0 && (b->token[i] < 0 || b->token[i] >= hp->n_vocab))
+            return err_set(err, SD_ERR_ARG, "entry %d: token id %d outside the vocabulary (%d)", i, b->token[i],
+                           hp->n_vocab);
+        int base = ref_layer >= 0 ? *kv_len(&c->kv, s, ref_layer) : 0;
+        for (int l = lb; l < le; l++)
+            if ((!a->skip || !a->skip[2 * l]) && *kv_len(&c->kv, s, l) != base)
+                return err_set(err, SD_ERR_ARG,
+                               "sequence %d: the cache of layer %d holds %d positions but layer %d holds %d (layers run "
+                               "together must be in step)",
+                               s, l, *kv_len(&c->kv, s, l), ref_layer, base);
+        c->seqs[i] = s;
+        c->base[i] = base;
+        c->chain[i] = c->seen[s]++;
+        c->cell[i] = base + c->chain[i];
+        if (c->cell[i] >= c->n_ctx)
+            return err_set(err, SD_ERR_CTX_FULL, "sequence %d: the KV cache is full (%d positions); nothing was written",
+                           s, c->n_ctx);
+        if (b->parent) {
+            int pa = b->parent[i];
+            if (pa < -1 || pa >= i || (pa >= 0 && c->seqs[pa] != s))
+                return err_set(err, SD_ERR_ARG, "entry %d: parent %d must be -1 or an earlier entry of the same sequence", i, pa);
+            c->par[i] = pa;
+        } else {
+            c->par[i] = -2; /* chain */
+        }
+        int pos = b->pos ? b->pos[i] : c->cell[i];
+        if (pos < 0 || pos >= c->n_ctx)
+            return err_set(err, SD_ERR_ARG, "entry %d: position %d outside [0, %d)", i, pos, c->n_ctx);
+        c->poss[i] = pos;
+    }
+    int n_logits = 0;
+    for (int i = 0; i < n; i++) n_logits += a->want_logits ? a->want_logits[i] != 0 : i == n - 1;
+
+    /* embed */
+    if (lb == 0)
+        for (int i = 0; i < n; i++) tensor_get_row(&m->tok_embd, b->token[i], c->x + (size_t)i * E);
+    else
+        memcpy(c->x, b->embd, (size_t)n * E * sizeof(float));
+    for (int l = lb; l < le; l++) {
+        if (!a->skip || !a->skip[2 * l]) layer_attention(c, l, n);
+        if (!a->skip || !a->skip[2 * l + 1]) layer_mlp(c, l, n);
+    }
+    /* commit the new cache entries */
+    for (int i = 0; i < n; i++)
+        for (int l = lb; l < le; l++) {
+            if (a->skip && a->skip[2 * l]) continue;
+            int *len = kv_len(&c->kv, c->seqs[i], l);
+            if (*len < c->cell[i] + 1) *len = c->cell[i] + 1;
+        }
+    if (a->hidden) memcpy(a->hidden, c->x, (size_t)n * E * sizeof(float));
+    if (a->logits && n_logits > 0) {
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            bool want = a->want_logits ? a->want_logits[i] != 0 : i == n - 1;
+            if (want) fwd_rmsnorm(c->x + (size_t)i * E, m->out_norm, E, hp->norm_eps, c->tmp + (size_t)k++ * E);
+        }
+        fwd_matmul(c, &m->output, c->tmp, E, n_logits, a->logits, hp->n_vocab);
+    }
+    return SD_OK;
+}

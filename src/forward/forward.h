@@ -1,0 +1,39 @@
+/* forward: the context (KV cache, work buffers sized at creation, thread pool) and the one forward call over a
+ * block of positions: embed -> layers [begin, end) -> optional final norm + LM head. */
+#ifndef SD_FORWARD_FORWARD_H
+#define SD_FORWARD_FORWARD_H
+#include "kernels/kern.h"
+#include "kv/kv.h"
+#include "model/model.h"
+#include "util/pool.h"
+
+struct sd_ctx {
+    const sd_model *m;
+    kv_cache kv;
+    pool *pool;
+    const kern_ops *ops;
+    int n_ctx, n_batch, n_threads;
+    /* work buffers, B = n_batch, E = n_embd, Q = n_head*head_dim, KV = n_head_kv*head_dim, F = n_ff */
+    float *x;      /* [B][E] residual stream */
+    float *xn;     /* [B][max(E, Q)] normed input of a sub-layer / attention output */
+    float *q;      /* [B][Q] */
+    float *k, *v;  /* [B][KV] */
+    float *gate, *up; /* [B][F] */
+    float *tmp;    /* [B][E] sub-layer output */
+    act_q8 *xq;    /* [B][max(E, Q, F)/32] quantized activations */
+    float *scores; /* [n_threads][n_ctx + B] attention scores */
+    int *cell;     /* [B] cache cell of each entry */
+    int *base;     /* [B] cached prefix length of each entry's sequence at the block start */
+    int *chain;    /* [B] index of the entry among its sequence's entries in the block */
+    int *par;      /* [B] effective parent (-1 = root) */
+    int *seqs;     /* [B] sequence of each entry */
+    int *poss;     /* [B] position of each entry */
+    int *anc;      /* [n_threads][B] ancestor scratch */
+    int *seen;     /* [n_seq] scratch: entries per sequence */
+};
+
+/* Runs one matmul Y[n][ldy] = X[n][ldx] W^T over the thread pool (quantizing X first for quantized W). */
+void fwd_matmul(sd_ctx *c, const tensor *w, const float *x, int ldx, int n, float *y, int ldy);
+/* RMSNorm of x[n] with weight g into out[n] (fixed summation order). */
+void fwd_rmsnorm(const float *x, const float *g, int n, float eps, float *out);
+#endif

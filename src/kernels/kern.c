@@ -1,0 +1,98 @@
+#include "kernels/kern.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/gguf.h"
+#include "util/fp16.h"
+
+void kern_quantize_q8(const float *x, int n_cols, act_q8 *out) {
+    for (int b = 0; b < n_cols / 32; b++) {
+        const float *v = x + 32 * b;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(v[j]));
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        out[b].d = fp16_to_f32(f32_to_fp16(d));
+        for (int j = 0; j < 32; j++) out[b].qs[j] = (int8_t)roundf(v[j] * id);
+    }
+}
+
+/* ------------------------------------------------------------------ scalar reference */
+#define SCALAR_FLOAT_MM(name, T, CONV)                                                                            \
+    static void name(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,   \
+                     float *y, int ldy, int r0, int r1) {                                                         \
+        for (int r = r0; r < r1; r++) {                                                                           \
+            const T *wr = (const T *)(const void *)(w + (size_t)r * row_bytes);                                   \
+            for (int p = 0; p < n; p++) {                                                                         \
+                const float *xp = (const float *)(const void *)((const char *)x + (size_t)p * x_stride);          \
+                float s = 0.0f;                                                                                   \
+                for (int c = 0; c < cols; c++) s += CONV(wr[c]) * xp[c];                                          \
+                y[(size_t)p * ldy + r] = s;                                                                       \
+            }                                                                                                     \
+        }                                                                                                         \
+    }
+#define ID(v) (v)
+SCALAR_FLOAT_MM(mm_f32_scalar, float, ID)
+SCALAR_FLOAT_MM(mm_f16_scalar, uint16_t, fp16_to_f32)
+SCALAR_FLOAT_MM(mm_bf16_scalar, uint16_t, bf16_to_f32)
+
+static void mm_q8_0_scalar(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
+                           float *y, int ldy, int r0, int r1) {
+    int nb = cols / 32;
+    for (int r = r0; r < r1; r++) {
+        const unsigned char *wr = w + (size_t)r * row_bytes;
+        for (int p = 0; p < n; p++) {
+            const act_q8 *xp = (const act_q8 *)(const void *)((const char *)x + (size_t)p * x_stride);
+            float s = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                const unsigned char *blk = wr + 34 * (size_t)b;
+                uint16_t h;
+                memcpy(&h, blk, 2);
+                int isum = 0;
+                for (int j = 0; j < 32; j++) isum += (int8_t)blk[2 + j] * xp[b].qs[j];
+                s += fp16_to_f32(h) * xp[b].d * (float)isum;
+            }
+            y[(size_t)p * ldy + r] = s;
+        }
+    }
+}
+
+static void mm_q4_0_scalar(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
+                           float *y, int ldy, int r0, int r1) {
+    int nb = cols / 32;
+    for (int r = r0; r < r1; r++) {
+        const unsigned char *wr = w + (size_t)r * row_bytes;
+        for (int p = 0; p < n; p++) {
+            const act_q8 *xp = (const act_q8 *)(const void *)((const char *)x + (size_t)p * x_stride);
+            float s = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                const unsigned char *blk = wr + 18 * (size_t)b;
+                uint16_t h;
+                memcpy(&h, blk, 2);
+                int isum = 0;
+                for (int j = 0; j < 16; j++) {
+                    isum += ((blk[2 + j] & 0x0f) - 8) * xp[b].qs[j];
+                    isum += ((blk[2 + j] >> 4) - 8) * xp[b].qs[16 + j];
+                }
+                s += fp16_to_f32(h) * xp[b].d * (float)isum;
+            }
+            y[(size_t)p * ldy + r] = s;
+        }
+    }
+}
+
+static const kern_ops SCALAR = {
+    .name = "scalar",
+    .mm = {[GGML_F32] = mm_f32_scalar, [GGML_F16] = mm_f16_scalar, [GGML_BF16] = mm_bf16_scalar,
+           [GGML_Q8_0] = mm_q8_0_scalar, [GGML_Q4_0] = mm_q4_0_scalar},
+};
+
+const kern_ops *kern_scalar(void) { return &SCALAR; }
+
+const kern_ops *kern_best(void) {
+    const char *e = getenv("SPECDEC_KERNELS");
+    if (e && strcmp(e, "scalar") == 0) return &SCALAR;
+    const kern_ops *a = kern_avx2();
+    return a ? a : &SCALAR;
+}

@@ -1,0 +1,40 @@
+/* kern: matrix-times-block kernels per weight type, a scalar reference for each and AVX2/FMA/F16C versions,
+ * chosen once at run time.
+ *
+ * Y[p][r] = sum_c W[r][c] * X[p][c] for rows r in [r0, r1) and positions p in [0, n).
+ * Batch invariance: the value of Y[p][r] is computed by the same sequence of operations whatever n, the tile
+ * a position falls in, or the row range (thread split): one accumulation chain per (row, position) over the
+ * columns in a fixed order. Quantized types (q8_0, q4_0) take the activations pre-quantized to q8_0 blocks
+ * (kern_quantize_q8), as llama.cpp does, and use integer dot products per 32-block. */
+#ifndef SD_KERNELS_KERN_H
+#define SD_KERNELS_KERN_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* An activation block of 32 values: the fp16-rounded scale as float + 32 int8. */
+typedef struct act_q8 {
+    float d;
+    int8_t qs[32];
+} act_q8;
+
+/* w: [rows][row_bytes] weights; x: [n][x_stride bytes] float rows (float types) or act_q8 rows (quantized);
+ * y: [n][ldy] floats. cols: elements per row. */
+typedef void (*kern_mm_fn)(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
+                           float *y, int ldy, int r0, int r1);
+
+typedef struct kern_ops {
+    const char *name;  /* "scalar" or "avx2" */
+    kern_mm_fn mm[31]; /* indexed by ggml type (0 f32, 1 f16, 2 q4_0, 8 q8_0, 30 bf16); NULL = unsupported */
+} kern_ops;
+
+const kern_ops *kern_scalar(void);
+const kern_ops *kern_avx2(void); /* NULL when the build or the CPU lacks AVX2+FMA+F16C */
+/* The best table for this machine (AVX2 when available); SPECDEC_KERNELS=scalar forces the reference. */
+const kern_ops *kern_best(void);
+
+/* Whether a type takes quantized activations. */
+static inline bool kern_type_is_quant(uint32_t type) { return type == 2 || type == 8; }
+/* Quantizes x[n_cols] (n_cols % 32 == 0) to n_cols/32 blocks. */
+void kern_quantize_q8(const float *x, int n_cols, act_q8 *out);
+#endif

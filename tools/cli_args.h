@@ -1,0 +1,46 @@
+/* cli_args: strict number parsing for command-line flags (errors name the flag). */
+#ifndef SD_TOOLS_CLI_ARGS_H
+#define SD_TOOLS_CLI_ARGS_H
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static inline bool cli_int(const char *flag, const char *s, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "error: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s ? s : "(nothing)");
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+static inline bool cli_u64(const char *flag, const char *s, unsigned long long *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = s ? strtoull(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || *s == '-') {
+        fprintf(stderr, "error: %s expects a non-negative integer, got '%s'\n", flag, s ? s : "(nothing)");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static inline bool cli_float(const char *flag, const char *s, double lo, double hi, float *out) {
+    char *end;
+    errno = 0;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || !*s || *end || errno || !isfinite(v) || v < lo || v > hi) {
+        fprintf(stderr, "error: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, s ? s : "(nothing)");
+        return false;
+    }
+    *out = (float)v;
+    return true;
+}
+#endif

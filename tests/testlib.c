@@ -1,0 +1,119 @@
+#define _POSIX_C_SOURCE 200809L
+#include "testlib.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int tl_pass, tl_fail;
+
+const tl_model_case TL_MODELS[] = {
+    {"stories260K", "models/stories260K.gguf"},
+    {"stories-ee", "models/stories-ee.gguf"},
+    {"stories-plain", "models/stories-plain.gguf"},
+    {"tiny-llama-spm-f32", "models/tiny-llama-spm-f32.gguf"},
+    {"tiny-llama-spm-f16", "models/tiny-llama-spm-f16.gguf"},
+    {"tiny-llama-spm-bf16", "models/tiny-llama-spm-bf16.gguf"},
+    {"tiny-llama-spm-q8_0", "models/tiny-llama-spm-q8_0.gguf"},
+    {"tiny-llama-spm-q4_0", "models/tiny-llama-spm-q4_0.gguf"},
+    {"tiny-llama-gpt2-f32", "models/tiny-llama-gpt2-f32.gguf"},
+    {"tiny-qwen2-gpt2-f32", "models/tiny-qwen2-gpt2-f32.gguf"},
+};
+const int TL_N_MODELS = sizeof TL_MODELS / sizeof TL_MODELS[0];
+
+int tl_finish(const char *name) {
+    printf("%s: %d passed, %d failed\n", name, tl_pass, tl_fail);
+    return tl_fail ? 1 : 0;
+}
+
+const char *tl_shared(const char *rel) {
+    static char buf[4][1024];
+    static int slot;
+    const char *root = getenv("SHARED");
+    if (!root || !*root) root = "../shared";
+    char *b = buf[slot++ % 4];
+    snprintf(b, 1024, "%s/%s", root, rel);
+    return b;
+}
+
+unsigned char *tl_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) {
+        b[n] = 0;
+        if (len) *len = (size_t)n;
+    }
+    return b;
+}
+
+bool tl_write_file(const char *path, const void *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return false;
+    bool ok = fwrite(data, 1, len, f) == len;
+    return fclose(f) == 0 && ok;
+}
+
+static int32_t *parse_ids(char *s, int *n) {
+    char *end;
+    long cnt = strtol(s, &end, 10);
+    int32_t *ids = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *ids);
+    for (long i = 0; i < cnt; i++) ids[i] = (int32_t)strtol(end, &end, 10);
+    *n = (int)cnt;
+    return ids;
+}
+
+bool tl_ref_load(const char *path, tl_ref *ref) {
+    memset(ref, 0, sizeof *ref);
+    size_t len;
+    char *txt = (char *)tl_read_file(path, &len);
+    if (!txt) return false;
+    char *save = NULL;
+    for (char *line = strtok_r(txt, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (!strncmp(line, "prompt ", 7)) {
+            ref->p = realloc(ref->p, (size_t)(ref->n + 1) * sizeof *ref->p);
+            memset(&ref->p[ref->n], 0, sizeof *ref->p);
+            ref->p[ref->n].text = strdup(line + 7);
+            ref->n++;
+        } else if (ref->n == 0) {
+            continue;
+        } else if (!strncmp(line, "tokens ", 7)) {
+            tl_prompt *p = &ref->p[ref->n - 1];
+            p->tokens = parse_ids(line + 7, &p->n_tokens);
+        } else if (!strncmp(line, "greedy ", 7)) {
+            tl_prompt *p = &ref->p[ref->n - 1];
+            p->greedy = parse_ids(line + 7, &p->n_greedy);
+        } else if (!strncmp(line, "logits ", 7)) {
+            tl_prompt *p = &ref->p[ref->n - 1];
+            p->logits = realloc(p->logits, (size_t)(p->n_logits + 1) * sizeof *p->logits);
+            tl_logits *lg = &p->logits[p->n_logits++];
+            char *end;
+            lg->pos = (int)strtol(line + 7, &end, 10);
+            lg->n_vocab = (int)strtol(end, &end, 10);
+            lg->v = malloc((size_t)lg->n_vocab * sizeof *lg->v);
+            for (int i = 0; i < lg->n_vocab; i++) lg->v[i] = strtof(end, &end);
+        }
+    }
+    free(txt);
+    return ref->n > 0;
+}
+
+void tl_ref_free(tl_ref *ref) {
+    for (int i = 0; i < ref->n; i++) {
+        tl_prompt *p = &ref->p[i];
+        free(p->text);
+        free(p->tokens);
+        free(p->greedy);
+        for (int k = 0; k < p->n_logits; k++) free(p->logits[k].v);
+        free(p->logits);
+    }
+    free(ref->p);
+    memset(ref, 0, sizeof *ref);
+}

@@ -1,0 +1,61 @@
+/* testlib: a minimal test harness (counters, CHECK, paths to ../shared, reference-file reader). */
+#ifndef SD_TESTLIB_H
+#define SD_TESTLIB_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+extern int tl_pass, tl_fail;
+
+#define CHECK(cond, ...)                                                                                         \
+    do {                                                                                                         \
+        if (cond) {                                                                                              \
+            tl_pass++;                                                                                           \
+        } else {                                                                                                 \
+            tl_fail++;                                                                                           \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                 \
+            fprintf(stderr, __VA_ARGS__);                                                                        \
+            fputc('\n', stderr);                                                                                 \
+        }                                                                                                        \
+    } while (0)
+
+/* Prints "<name>: N passed, M failed" and returns the exit code. */
+int tl_finish(const char *name);
+/* Path under the shared folder ($SHARED, default ../shared); static buffer per call slot (4 rotating). */
+const char *tl_shared(const char *rel);
+/* Reads a whole file; NULL on failure. *len gets the size. */
+unsigned char *tl_read_file(const char *path, size_t *len);
+bool tl_write_file(const char *path, const void *data, size_t len);
+
+typedef struct tl_logits {
+    int pos, n_vocab;
+    float *v; /* [n_vocab] */
+} tl_logits;
+
+typedef struct tl_prompt {
+    char *text;
+    int32_t *tokens;
+    int n_tokens;
+    tl_logits *logits;
+    int n_logits;
+    int32_t *greedy;
+    int n_greedy;
+} tl_prompt;
+
+typedef struct tl_ref {
+    tl_prompt *p;
+    int n;
+} tl_ref;
+
+bool tl_ref_load(const char *path, tl_ref *ref);
+void tl_ref_free(tl_ref *ref);
+
+/* The reference models: name (file stem), and whether its weights are f32. */
+typedef struct tl_model_case {
+    const char *name;
+    const char *file;
+} tl_model_case;
+extern const tl_model_case TL_MODELS[];
+extern const int TL_N_MODELS;
+#endif

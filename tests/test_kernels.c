@@ -1,0 +1,129 @@
+/* Every kernel table (AVX2 when the CPU has it) against the scalar reference: all weight types, blocks of
+ * 1..16 positions, odd shapes and row ranges. Error is normalised by sum_c |w_c x_c| of the output. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/gguf.h"
+#include "kernels/kern.h"
+#include "util/fp16.h"
+#include "testlib.h"
+
+static uint64_t rs = 88172645463325252ull;
+static float frand(void) {
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (float)((rs >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+/* Builds rows x cols weights of a type from random floats in [-1, 1]. */
+static unsigned char *make_weights(uint32_t type, int rows, int cols) {
+    size_t rb = ggml_row_bytes(type, cols);
+    unsigned char *w = calloc((size_t)rows, rb);
+    for (int r = 0; r < rows; r++) {
+        unsigned char *row = w + (size_t)r * rb;
+        float v[4096];
+        for (int c = 0; c < cols; c++) v[c] = frand();
+        if (type == GGML_F32) memcpy(row, v, (size_t)cols * 4);
+        for (int c = 0; c < cols && (type == GGML_F16 || type == GGML_BF16); c++) {
+            uint16_t h = type == GGML_F16 ? f32_to_fp16(v[c]) : f32_to_bf16(v[c]);
+            memcpy(row + 2 * c, &h, 2);
+        }
+        for (int b = 0; b < cols / 32 && (type == GGML_Q8_0 || type == GGML_Q4_0); b++) {
+            float amax = 0;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(v[32 * b + j]));
+            if (type == GGML_Q8_0) {
+                float d = amax / 127;
+                uint16_t h = f32_to_fp16(d);
+                memcpy(row + 34 * b, &h, 2);
+                for (int j = 0; j < 32; j++) row[34 * b + 2 + j] = (unsigned char)(int8_t)roundf(d ? v[32 * b + j] / d : 0);
+            } else {
+                float d = amax / 8;
+                uint16_t h = f32_to_fp16(d);
+                memcpy(row + 18 * b, &h, 2);
+                for (int j = 0; j < 16; j++) {
+                    int lo = (int)roundf(d ? v[32 * b + j] / d : 0) + 8, hi = (int)roundf(d ? v[32 * b + 16 + j] / d : 0) + 8;
+                    lo = lo < 0 ? 0 : lo > 15 ? 15 : lo;
+                    hi = hi < 0 ? 0 : hi > 15 ? 15 : hi;
+                    row[18 * b + 2 + j] = (unsigned char)(lo | (hi << 4));
+                }
+            }
+        }
+    }
+    return w;
+}
+
+static void check_type(const kern_ops *ops, uint32_t type) {
+    const kern_ops *ref = kern_scalar();
+    int shapes[][2] = {{1, 32}, {7, 64}, {37, 96}, {64, 256}, {13, 1024}, {5, 33}, {9, 172}, {3, 7}};
+    double worst = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int rows = shapes[si][0], cols = shapes[si][1];
+        if (kern_type_is_quant(type) && cols % 32) continue;
+        unsigned char *w = make_weights(type, rows, cols);
+        size_t rb = ggml_row_bytes(type, cols);
+        for (int n = 1; n <= 16; n++) {
+            float *x = malloc((size_t)n * cols * sizeof *x);
+            for (int i = 0; i < n * cols; i++) x[i] = frand();
+            const void *xin = x;
+            size_t xs = (size_t)cols * sizeof(float);
+            act_q8 *xq = NULL;
+            if (kern_type_is_quant(type)) {
+                xq = malloc((size_t)n * (cols / 32) * sizeof *xq);
+                for (int p = 0; p < n; p++) kern_quantize_q8(x + (size_t)p * cols, cols, xq + (size_t)p * (cols / 32));
+                xin = xq;
+                xs = (size_t)(cols / 32) * sizeof *xq;
+            }
+            float *y0 = calloc((size_t)n * rows, sizeof *y0), *y1 = calloc((size_t)n * rows, sizeof *y1);
+            float *y2 = calloc((size_t)n * rows, sizeof *y2);
+            ref->mm[type](w, rb, cols, xin, xs, n, y0, rows, 0, rows);
+            ops->mm[type](w, rb, cols, xin, xs, n, y1, rows, 0, rows);
+            /* split rows at an odd point: the same bits must come out (thread split invariance) */
+            int mid = rows / 2 + (rows > 2);
+            ops->mm[type](w, rb, cols, xin, xs, n, y2, rows, 0, mid);
+            ops->mm[type](w, rb, cols, xin, xs, n, y2, rows, mid, rows);
+            CHECK(memcmp(y1, y2, (size_t)n * rows * sizeof *y1) == 0, "%s %s: row split changes bits (%dx%d n=%d)",
+                  ops->name, ggml_type_name(type), rows, cols, n);
+            /* block invariance: each position alone gives the bits it gets inside the block */
+            for (int p = 0; p < n; p++) {
+                float *ys = calloc((size_t)rows, sizeof *ys);
+                ops->mm[type](w, rb, cols, (const char *)xin + p * xs, xs, 1, ys, rows, 0, rows);
+                CHECK(memcmp(ys, y1 + (size_t)p * rows, (size_t)rows * sizeof *ys) == 0,
+                      "%s %s: position %d of a block of %d differs from alone", ops->name, ggml_type_name(type), p, n);
+                free(ys);
+            }
+            for (int p = 0; p < n; p++)
+                for (int r = 0; r < rows; r++) {
+                    double d = fabs((double)y0[p * rows + r] - y1[p * rows + r]);
+                    double scale = 1e-6 + sqrt((double)cols); /* |x|,|w| <= 1: sum |w x| ~ cols/4; bound with sqrt */
+                    if (d / scale > worst) worst = d / scale;
+                }
+            free(x);
+            free(xq);
+            free(y0);
+            free(y1);
+            free(y2);
+        }
+        free(w);
+    }
+    double tol = 1e-5;
+    CHECK(worst <= tol, "%s %s vs scalar: normalised error %.3g > %.0e", ops->name, ggml_type_name(type), worst, tol);
+    printf("  %-6s %-5s max |simd - scalar| / sqrt(cols) = %.2e (tolerance %.0e)\n", ops->name, ggml_type_name(type),
+           worst, tol);
+}
+
+int main(void) {
+    const kern_ops *a = kern_avx2();
+    uint32_t types[] = {GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0};
+    if (!a) printf("  (no AVX2 on this CPU: checking the scalar table against itself)\n");
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(a ? a : kern_scalar(), types[i]);
+    /* fp16 conversion round trips every half value */
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = fp16_to_f32((uint16_t)h);
+        if (f == f && f32_to_fp16(f) != h) bad++;
+    }
+    CHECK(bad == 0, "%d fp16 values do not round-trip", bad);
+    return tl_finish("test_kernels");
+}

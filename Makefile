@@ -16,13 +16,14 @@ LIB      := $(BUILD)/libspecdec.a
 CLI      := $(BUILD)/specdec
 EXAMPLE  := $(BUILD)/example_simple
 
-.PHONY: all test demo asan fuzz clean help
+.PHONY: all test check demo asan fuzz clean help
 all: $(LIB) $(CLI) $(EXAMPLE) $(TESTS)
 
 help:
 	@echo "make          build the library, the CLI ($(CLI)), the example and the tests"
 	@echo "make demo     generate a story with stories260K and print tokens/s"
-	@echo "make test     build and run the whole test suite"
+	@echo "make check    the whole suite: tests, tests under ASan + UBSan, a short fuzz run (what CI runs)"
+	@echo "make test     build and run the tests (optimised build only)"
 	@echo "make asan     run the test suite under AddressSanitizer + UBSan (in build-asan/)"
 	@echo "make fuzz     build and briefly run the GGUF reader fuzzer (clang libFuzzer)"
 
@@ -52,6 +53,9 @@ demo: $(CLI)
 
 test: all
 	BUILD=$(BUILD) SHARED=$(SHARED) sh tests/run.sh
+
+check:
+	SHARED=$(SHARED) sh tests/check.sh
 
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \

@@ -5,7 +5,9 @@
 #include "kernels/kern.h"
 
 #if defined(__x86_64__) && defined(SPECDEC_HAVE_AVX2)
+#include <cpuid.h>
 #include <immintrin.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "io/gguf.h"
@@ -192,11 +194,18 @@ static const kern_ops AVX2 = {
            [GGML_Q8_0] = mm_q8_0_avx2, [GGML_Q4_0] = mm_q4_0_avx2},
 };
 
+/* CPUID: AVX2 (leaf 7 EBX bit 5), FMA (leaf 1 ECX bit 12), F16C (bit 29), and the OS saving YMM state
+ * (OSXSAVE bit 27 + XCR0 bits 1-2). */
 const kern_ops *kern_avx2(void) {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-        return &AVX2;
-    return NULL;
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return NULL;
+    bool fma = c & (1u << 12), f16c = c & (1u << 29), osx = c & (1u << 27);
+    if (!fma || !f16c || !osx) return NULL;
+    unsigned xlo, xhi;
+    __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    if ((xlo & 6u) != 6u) return NULL;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return NULL;
+    return (b & (1u << 5)) ? &AVX2 : NULL;
 }
 #else
 const kern_ops *kern_avx2(void) { return NULL; }

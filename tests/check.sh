@@ -1,0 +1,31 @@
+#!/bin/sh
+# The whole suite: the tests (optimised build), the tests again under AddressSanitizer + UBSan, and a short
+# run of the GGUF fuzzer. Ends with one "N passed, N failed" line over everything.
+SHARED=${SHARED:-../shared}
+export SHARED
+log=$(mktemp)
+total_p=0
+total_f=0
+step() { # step NAME command...
+    name=$1; shift
+    echo "#### $name"
+    "$@" 2>&1 | tee "$log"
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/'); [ -n "$p" ] || p=0
+    f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/'); [ -n "$f" ] || f=0
+    total_p=$((total_p + p)); total_f=$((total_f + f))
+}
+step "tests" make -s test
+step "tests under ASan + UBSan" make -s asan
+echo "#### fuzz the GGUF reader (${FUZZ_SECONDS:-60} s)"
+if make -s fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-60} >"$log" 2>&1; then
+    grep -E '^Done [0-9]+ runs' "$log"
+    total_p=$((total_p + 1))
+else
+    tail -n 40 "$log"
+    echo "FAIL: the fuzzer found a crash (see above)"
+    total_f=$((total_f + 1))
+fi
+rm -f "$log"
+echo "$total_p passed, $total_f failed"
+[ "$total_f" -eq 0 ]

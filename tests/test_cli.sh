@@ -1,0 +1,53 @@
+#!/bin/sh
+# The CLI and the example program, end to end: outputs, exit codes and error messages.
+BUILD=${BUILD:-build}
+SHARED=${SHARED:-../shared}
+CLI=$BUILD/specdec
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+out=$(mktemp); err=$(mktemp)
+
+# greedy story equals the reference text of models/README.md
+$CLI generate -m "$SHARED/models/stories260K.gguf" -p "Once upon a time" -n 40 --temp 0 -t 2 >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball." "$out"; then ok; else bad "greedy story (gguf)"; cat "$out" "$err"; fi
+grep -q "decode: .* tok/s" "$err" && ok || bad "timings on stderr"
+$CLI generate -m "$SHARED/models/stories260K.bin" -p "Once upon a time" -n 40 --temp 0 >"$out" 2>"$err"
+grep -q "named Lily. She loved to play outside" "$out" && ok || bad "greedy story (llama2.c .bin)"
+# explicit tokenizer flag
+$CLI generate -m "$SHARED/models/stories260K.bin" --tokenizer "$SHARED/models/tok512.bin" -p "Once" -n 5 --temp 0 >"$out" 2>"$err" && ok || bad "--tokenizer"
+# seeded sampling is reproducible
+$CLI generate -m "$SHARED/models/stories260K.gguf" -p "Once upon a time" -n 30 --seed 7 >"$out" 2>/dev/null
+$CLI generate -m "$SHARED/models/stories260K.gguf" -p "Once upon a time" -n 30 --seed 7 >"$err" 2>/dev/null
+cmp -s "$out" "$err" && ok || bad "same seed, same text"
+# help
+$CLI generate --help | grep -q -- "--top-p" && ok || bad "generate --help"
+$CLI --help | grep -q "generate" && ok || bad "--help"
+
+# errors: non-zero exit and a message naming the problem
+expect_err() { # expect_err "what" "pattern" args...
+    what=$1; pat=$2; shift 2
+    $CLI "$@" >"$out" 2>"$err"
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q -- "$pat" "$err"; then ok; else bad "$what (rc $rc): $(cat "$err")"; fi
+}
+expect_err "-n -5" "\-n" generate -m "$SHARED/models/stories260K.gguf" -p hi -n -5
+expect_err "missing model file" "/no/such/model.gguf" generate -m /no/such/model.gguf -p hi
+expect_err "no model" "no model" generate -p hi
+expect_err "unknown flag" "--bogus" generate -m "$SHARED/models/stories260K.gguf" --bogus
+expect_err "bad temperature" "--temp" generate -m "$SHARED/models/stories260K.gguf" -p hi --temp abc
+expect_err "top-p out of range" "--top-p" generate -m "$SHARED/models/stories260K.gguf" -p hi --top-p 2
+expect_err "threads 0" "--threads" generate -m "$SHARED/models/stories260K.gguf" -p hi --threads 0
+expect_err "prompt longer than the context" "context" generate -m "$SHARED/models/stories260K.gguf" -c 8 -p "Once upon a time there was a little girl named Lily who"
+expect_err "not a model" "not a valid llama2.c" generate -m "$SHARED/data/README.md" -p hi
+expect_err "unknown command" "unknown command" frobnicate
+expect_err "missing value" "needs a value" generate -m
+
+# the example program (uses only the public header)
+$BUILD/example_simple "$SHARED/models/stories260K.gguf" "Once upon a time" 30 >"$out" 2>"$err"
+grep -q "there was a little girl named Lily" "$out" && ok || bad "example program: $(cat "$out" "$err")"
+
+rm -f "$out" "$err"
+echo "test_cli: $pass passed, $fail failed"
+[ $fail -eq 0 ]

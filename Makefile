@@ -39,7 +39,8 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(CLI): $(BUILD)/tools/specdec.o $(LIB)
+CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/*.c))
+$(CLI): $(CLI_OBJ) $(LIB)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
 $(EXAMPLE): $(BUILD)/examples/simple.o $(LIB)

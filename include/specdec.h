@@ -62,9 +62,27 @@ typedef struct sd_model_info {
     int n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx_train;
     float rope_freq_base, norm_eps;
     size_t weight_bytes; /* bytes of all weight tensors */
+    size_t decode_bytes; /* weight bytes one decode step reads: layer matrices, norms, LM head, one embedding row */
 } sd_model_info;
 
 void sd_model_get_info(const sd_model *model, sd_model_info *info);
+
+/* Writes a GGUF with seeded random weights of a named real shape (for speed work; weight values do not matter
+ * for speed). shape: "llama-68m", "llama-160m", "tinyllama-1.1b", "llama2-7b", or "test-tiny" (dim 64, 2 layers).
+ * type: "f32", "f16", "bf16", "q8_0", "q4_0" (norms stay f32). vocab_path: a GGUF whose tokenizer.* metadata is
+ * copied (e.g. ../shared/models/vocab/ggml-vocab-llama-spm.gguf). Written streaming (memory O(row)). progress may
+ * be NULL. */
+typedef struct sd_gen_model_params {
+    const char *shape;
+    const char *type;
+    const char *vocab_path;
+    uint64_t seed;
+    void (*progress)(void *user, uint64_t bytes_done, uint64_t bytes_total);
+    void *user;
+} sd_gen_model_params;
+/* NULL-terminated list of the shape names. */
+const char *const *sd_gen_model_shapes(void);
+sd_status sd_model_generate(const sd_gen_model_params *params, const char *out_path, sd_error *err);
 
 /* ---------------------------------------------------------------- tokenizer */
 int32_t sd_token_bos(const sd_model *model); /* -1 when the vocabulary has none */

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cli_args.h"
+#include "cmds.h"
 #include "specdec.h"
 
 static void usage_main(FILE *f) {
@@ -14,6 +15,8 @@ static void usage_main(FILE *f) {
             "usage: specdec <command> [options]\n\n"
             "commands:\n"
             "  generate   generate text from a prompt\n"
+            "  bench      benchmarks: decode (vs roofline), block (T(k)/T(1)), bandwidth\n"
+            "  gen-model  write a seeded random-weight GGUF of a real shape (for speed work)\n"
             "  help       this text; `specdec <command> --help` for a command's options\n");
 }
 
@@ -84,7 +87,7 @@ static char *read_file(const char *path) {
     return b;
 }
 
-static int cmd_generate(int argc, char **argv) {
+int cmd_generate(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *tok_path = NULL;
     int n_predict = 128;
     bool ignore_eos = false, no_bos = false, seed_set = false;
@@ -242,6 +245,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "gen-model")) return cmd_gen_model(argc - 1, argv + 1);
     fprintf(stderr, "error: unknown command '%s'\n\n", cmd);
     usage_main(stderr);
     return 2;

@@ -298,6 +298,19 @@ static sd_status load_llama2c(sd_model *m, const char *path, const sd_model_para
     return tok_from_llama2c(tp, hp->n_vocab, &m->tok, err);
 }
 
+static size_t mat_bytes(const tensor *t) { return (size_t)t->rows * t->row_bytes; }
+
+static size_t decode_bytes(const sd_model *m) {
+    const hparams *hp = &m->hp;
+    size_t b = mat_bytes(&m->output) + m->tok_embd.row_bytes + (size_t)hp->n_embd * 4;
+    for (int l = 0; l < hp->n_layer; l++) {
+        const layer_w *w = &m->layers[l];
+        b += mat_bytes(&w->wq) + mat_bytes(&w->wk) + mat_bytes(&w->wv) + mat_bytes(&w->wo) + mat_bytes(&w->w_gate) +
+             mat_bytes(&w->w_up) + mat_bytes(&w->w_down) + 2 * (size_t)hp->n_embd * 4;
+    }
+    return b;
+}
+
 sd_status sd_model_load(const char *path, const sd_model_params *params, sd_model **out, sd_error *err) {
     if (!out) return err_set(err, SD_ERR_ARG, "sd_model_load: out is NULL");
     *out = NULL;
@@ -328,6 +341,7 @@ sd_status sd_model_load(const char *path, const sd_model_params *params, sd_mode
         sd_model_free(m);
         return st;
     }
+    m->decode_bytes = decode_bytes(m);
     *out = m;
     return SD_OK;
 }
@@ -346,4 +360,5 @@ void sd_model_get_info(const sd_model *m, sd_model_info *info) {
     info->rope_freq_base = m->hp.rope_base;
     info->norm_eps = m->hp.norm_eps;
     info->weight_bytes = m->weight_bytes;
+    info->decode_bytes = m->decode_bytes;
 }

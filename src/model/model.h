@@ -41,6 +41,7 @@ struct sd_model {
     tokenizer *tok;
     uint32_t main_type;       /* type of the layer matrices (for info) */
     size_t weight_bytes;
+    size_t decode_bytes;      /* weight bytes read per decode step */
     gguf_file gguf;           /* GGUF models: the mapping + tables */
     mapfile bin;              /* llama2.c models: the mapping */
     float **owned;            /* [n_owned] converted copies (norm weights stored in another type) */

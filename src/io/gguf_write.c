@@ -1,0 +1,253 @@
+#include "io/gguf_write.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/err.h"
+#include "util/fp16.h"
+
+typedef struct wbuf {
+    unsigned char *p;
+    size_t n, cap;
+    int oom;
+} wbuf;
+
+static void wb_put(wbuf *b, const void *d, size_t n) {
+    if (b->n + n > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < b->n + n) nc *= 2;
+        unsigned char *np = realloc(b->p, nc);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+static void wb_u32(wbuf *b, uint32_t v) { wb_put(b, &v, 4); }
+static void wb_u64(wbuf *b, uint64_t v) { wb_put(b, &v, 8); }
+static void wb_str(wbuf *b, const char *s, uint64_t len) {
+    wb_u64(b, len);
+    wb_put(b, s, (size_t)len);
+}
+
+typedef struct wtensor {
+    char *name;
+    uint32_t type;
+    int n_dims;
+    int64_t ne[4];
+    uint64_t offset, nbytes;
+} wtensor;
+
+struct gguf_writer {
+    wbuf kv;
+    uint64_t n_kv;
+    wtensor *t;
+    int n_t;
+};
+
+gguf_writer *gguf_writer_new(void) { return calloc(1, sizeof(gguf_writer)); }
+
+void gguf_writer_free(gguf_writer *w) {
+    if (!w) return;
+    free(w->kv.p);
+    for (int i = 0; i < w->n_t; i++) free(w->t[i].name);
+    free(w->t);
+    free(w);
+}
+
+static void key(gguf_writer *w, const char *k, uint32_t type) {
+    wb_str(&w->kv, k, strlen(k));
+    wb_u32(&w->kv, type);
+    w->n_kv++;
+}
+void gguf_writer_u32(gguf_writer *w, const char *k, uint32_t v) { key(w, k, GGUF_U32); wb_u32(&w->kv, v); }
+void gguf_writer_f32(gguf_writer *w, const char *k, float v) { key(w, k, GGUF_F32); wb_put(&w->kv, &v, 4); }
+void gguf_writer_bool(gguf_writer *w, const char *k, int v) {
+    unsigned char b = v != 0;
+    key(w, k, GGUF_BOOL);
+    wb_put(&w->kv, &b, 1);
+}
+void gguf_writer_str(gguf_writer *w, const char *k, const char *v) { key(w, k, GGUF_STR); wb_str(&w->kv, v, strlen(v)); }
+
+static size_t scalar_size(uint32_t t) {
+    switch (t) {
+    case GGUF_U8: case GGUF_I8: case GGUF_BOOL: return 1;
+    case GGUF_U16: case GGUF_I16: return 2;
+    case GGUF_U32: case GGUF_I32: case GGUF_F32: return 4;
+    case GGUF_U64: case GGUF_I64: case GGUF_F64: return 8;
+    default: return 0;
+    }
+}
+
+void gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv) {
+    if (kv->type == GGUF_ARR && kv->arr_type == GGUF_ARR) return; /* nested arrays: not copied */
+    key(w, kv->key, kv->type);
+    if (kv->type == GGUF_STR) {
+        wb_str(&w->kv, kv->v.s.p, kv->v.s.len);
+    } else if (kv->type == GGUF_ARR) {
+        wb_u32(&w->kv, kv->arr_type);
+        wb_u64(&w->kv, kv->arr_n);
+        if (kv->arr_type == GGUF_STR)
+            for (uint64_t i = 0; i < kv->arr_n; i++) wb_str(&w->kv, kv->arr_strs[i].p, kv->arr_strs[i].len);
+        else
+            wb_put(&w->kv, kv->arr_data, (size_t)kv->arr_n * scalar_size(kv->arr_type));
+    } else {
+        /* re-encode the decoded scalar in its own width */
+        unsigned char b[8];
+        size_t n = scalar_size(kv->type);
+        if (kv->type == GGUF_F32) {
+            float f = (float)kv->v.f;
+            memcpy(b, &f, 4);
+        } else if (kv->type == GGUF_F64) {
+            memcpy(b, &kv->v.f, 8);
+        } else {
+            memcpy(b, &kv->v.u, n); /* little-endian: the low bytes */
+        }
+        wb_put(&w->kv, b, n);
+    }
+}
+
+void gguf_writer_tensor(gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne) {
+    wtensor *nt = realloc(w->t, (size_t)(w->n_t + 1) * sizeof *nt);
+    if (!nt) {
+        w->kv.oom = 1;
+        return;
+    }
+    w->t = nt;
+    wtensor *t = &w->t[w->n_t++];
+    memset(t, 0, sizeof *t);
+    t->name = malloc(strlen(name) + 1);
+    if (t->name) strcpy(t->name, name);
+    else w->kv.oom = 1;
+    t->type = type;
+    t->n_dims = n_dims;
+    uint64_t nel = 1;
+    for (int d = 0; d < 4; d++) t->ne[d] = d < n_dims ? ne[d] : 1;
+    for (int d = 1; d < 4; d++) nel *= (uint64_t)t->ne[d];
+    t->nbytes = nel * ggml_row_bytes(type, t->ne[0]);
+}
+
+void gguf_quantize_row(uint32_t type, const float *x, int64_t n, void *out) {
+    unsigned char *o = out;
+    switch (type) {
+    case GGML_F32: memcpy(o, x, (size_t)n * 4); break;
+    case GGML_F16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h = f32_to_fp16(x[i]);
+            memcpy(o + 2 * i, &h, 2);
+        }
+        break;
+    case GGML_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h = f32_to_bf16(x[i]);
+            memcpy(o + 2 * i, &h, 2);
+        }
+        break;
+    case GGML_Q8_0:
+        for (int64_t b = 0; b < n / 32; b++) {
+            const float *v = x + 32 * b;
+            float amax = 0;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(v[j]));
+            float d = amax / 127, id = d ? 1 / d : 0;
+            uint16_t h = f32_to_fp16(d);
+            memcpy(o + 34 * b, &h, 2);
+            for (int j = 0; j < 32; j++) o[34 * b + 2 + j] = (unsigned char)(int8_t)roundf(v[j] * id);
+        }
+        break;
+    case GGML_Q4_0: /* as ggml's reference: d = max / -8 (signed max by magnitude) */
+        for (int64_t b = 0; b < n / 32; b++) {
+            const float *v = x + 32 * b;
+            float amax = 0, mx = 0;
+            for (int j = 0; j < 32; j++)
+                if (fabsf(v[j]) > amax) {
+                    amax = fabsf(v[j]);
+                    mx = v[j];
+                }
+            float d = mx / -8, id = d ? 1 / d : 0;
+            uint16_t h = f32_to_fp16(d);
+            memcpy(o + 18 * b, &h, 2);
+            for (int j = 0; j < 16; j++) {
+                int a = (int)(v[j] * id + 8.5f), c = (int)(v[16 + j] * id + 8.5f);
+                a = a > 15 ? 15 : a < 0 ? 0 : a;
+                c = c > 15 ? 15 : c < 0 ? 0 : c;
+                o[18 * b + 2 + j] = (unsigned char)(a | (c << 4));
+            }
+        }
+        break;
+    default: break;
+    }
+}
+
+sd_status gguf_writer_write(gguf_writer *w, const char *path, gguf_row_fn fill, void *user,
+                            void (*progress)(void *, uint64_t, uint64_t), sd_error *err) {
+    const uint64_t align = 32;
+    wbuf hdr = {0};
+    wb_put(&hdr, "GGUF", 4);
+    wb_u32(&hdr, 3);
+    wb_u64(&hdr, (uint64_t)w->n_t);
+    wb_u64(&hdr, w->n_kv);
+    wb_put(&hdr, w->kv.p, w->kv.n);
+    uint64_t off = 0, total = 0;
+    for (int i = 0; i < w->n_t; i++) {
+        wtensor *t = &w->t[i];
+        wb_str(&hdr, t->name, strlen(t->name));
+        wb_u32(&hdr, (uint32_t)t->n_dims);
+        for (int d = 0; d < t->n_dims; d++) wb_u64(&hdr, (uint64_t)t->ne[d]);
+        wb_u32(&hdr, t->type);
+        t->offset = off;
+        wb_u64(&hdr, off);
+        off += (t->nbytes + align - 1) / align * align;
+        total += t->nbytes;
+    }
+    while (hdr.n % align) wb_put(&hdr, "", 1);
+    if (hdr.oom || w->kv.oom) {
+        free(hdr.p);
+        return err_set(err, SD_ERR_NOMEM, "out of memory building the GGUF header");
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(hdr.p);
+        return err_set(err, SD_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    }
+    sd_status st = SD_OK;
+    if (fwrite(hdr.p, 1, hdr.n, f) != hdr.n) st = err_set(err, SD_ERR_IO, "%s: write failed", path);
+    free(hdr.p);
+    float *row = NULL;
+    unsigned char *q = NULL;
+    uint64_t done = 0;
+    for (int i = 0; i < w->n_t && st == SD_OK; i++) {
+        wtensor *t = &w->t[i];
+        size_t rb = ggml_row_bytes(t->type, t->ne[0]);
+        float *nr = realloc(row, (size_t)t->ne[0] * sizeof *row);
+        unsigned char *nq = realloc(q, rb);
+        if (nr) row = nr;
+        if (nq) q = nq;
+        if (!nr || !nq) {
+            st = err_set(err, SD_ERR_NOMEM, "out of memory");
+            break;
+        }
+        int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
+        for (int64_t r = 0; r < rows && st == SD_OK; r++) {
+            fill(user, i, r, row);
+            gguf_quantize_row(t->type, row, t->ne[0], q);
+            if (fwrite(q, 1, rb, f) != rb) st = err_set(err, SD_ERR_IO, "%s: write failed (disk full?)", path);
+            done += rb;
+            if (progress && (r & 1023) == 0) progress(user, done, total);
+        }
+        static const char zeros[32];
+        size_t pad = (size_t)((t->nbytes + align - 1) / align * align - t->nbytes);
+        if (st == SD_OK && pad && fwrite(zeros, 1, pad, f) != pad) st = err_set(err, SD_ERR_IO, "%s: write failed", path);
+    }
+    if (progress && st == SD_OK) progress(user, total, total);
+    free(row);
+    free(q);
+    if (fclose(f) != 0 && st == SD_OK) st = err_set(err, SD_ERR_IO, "%s: close failed", path);
+    if (st != SD_OK) remove(path);
+    return st;
+}

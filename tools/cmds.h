@@ -1,0 +1,8 @@
+/* cmds: the CLI's subcommands (each in its own file, using only the public header). */
+#ifndef SD_TOOLS_CMDS_H
+#define SD_TOOLS_CMDS_H
+int cmd_generate(int argc, char **argv);
+int cmd_gen_model(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+double cmd_now(void); /* monotonic seconds */
+#endif

@@ -230,10 +230,7 @@ static void att_worker(void *arg, int ith, int nth) {
         float mx = -INFINITY;
         for (int vi = 0; vi < n_vis; vi++) {
             int cell = vi < prefix ? vi : anc[n_anc - 1 - (vi - prefix)];
-            const float *k = kb + (size_t)cell * KVD;
-            float d = 0.0f;
-            for (int e = 0; e < hd; e++) d += q[e] * k[e];
-            d *= scale;
+            float d = c->ops->dot(q, kb + (size_t)cell * KVD, hd) * scale;
             sc[vi] = d;
             if (d > mx) mx = d;
         }
@@ -246,9 +243,7 @@ static void att_worker(void *arg, int ith, int nth) {
         for (int e = 0; e < hd; e++) o[e] = 0.0f;
         for (int vi = 0; vi < n_vis; vi++) {
             int cell = vi < prefix ? vi : anc[n_anc - 1 - (vi - prefix)];
-            const float *v = vb + (size_t)cell * KVD;
-            float w = sc[vi];
-            for (int e = 0; e < hd; e++) o[e] += w * v[e];
+            c->ops->axpy(o, sc[vi], vb + (size_t)cell * KVD, hd);
         }
         float inv = 1.0f / sum;
         for (int e = 0; e < hd; e++) o[e] *= inv;

@@ -82,8 +82,20 @@ static void mm_q4_0_scalar(const unsigned char *w, size_t row_bytes, int cols, c
     }
 }
 
+static float dot_scalar(const float *a, const float *b, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static void axpy_scalar(float *y, float s, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] += s * x[i];
+}
+
 static const kern_ops SCALAR = {
     .name = "scalar",
+    .dot = dot_scalar,
+    .axpy = axpy_scalar,
     .mm = {[GGML_F32] = mm_f32_scalar, [GGML_F16] = mm_f16_scalar, [GGML_BF16] = mm_bf16_scalar,
            [GGML_Q8_0] = mm_q8_0_scalar, [GGML_Q4_0] = mm_q4_0_scalar},
 };

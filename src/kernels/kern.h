@@ -26,6 +26,9 @@ typedef void (*kern_mm_fn)(const unsigned char *w, size_t row_bytes, int cols, c
 typedef struct kern_ops {
     const char *name;  /* "scalar" or "avx2" */
     kern_mm_fn mm[31]; /* indexed by ggml type (0 f32, 1 f16, 2 q4_0, 8 q8_0, 30 bf16); NULL = unsupported */
+    /* attention helpers (fixed order for a given n): sum a[i]*b[i]; y[i] += s * x[i] */
+    float (*dot)(const float *a, const float *b, int n);
+    void (*axpy)(float *y, float s, const float *x, int n);
 } kern_ops;
 
 const kern_ops *kern_scalar(void);

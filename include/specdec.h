@@ -47,6 +47,10 @@ typedef struct sd_model_params {
     /* llama2.c .bin models only: path of the tokenizer.bin. NULL: tok<vocab>.bin, then tokenizer.bin, beside
      * the model file. Ignored for GGUF (the tokenizer is in the metadata). */
     const char *tokenizer_path;
+    /* NULL: weights as stored. "f32", "f16", "bf16", "q8_0", "q4_0": convert every weight matrix at load (into
+     * memory the model owns), e.g. a Q4_0 copy of an F16 target as its own draft. Matrices whose rows are not
+     * whole 32-blocks become f16 when a block type is asked for. */
+    const char *convert_type;
 } sd_model_params;
 
 sd_model_params sd_model_default_params(void);
@@ -190,6 +194,7 @@ sd_sampler_params sd_sampler_default_params(void);
 sd_status sd_sampler_new(const sd_sampler_params *params, int n_vocab, sd_sampler **out, sd_error *err);
 void sd_sampler_free(sd_sampler *s);
 bool sd_sampler_is_greedy(const sd_sampler *s);
+void sd_sampler_get_params(const sd_sampler *s, sd_sampler_params *out);
 /* The processed distribution: probs[n_vocab] after the repetition penalty, then top-k, top-p and min-p on
  * softmax(logits), then the temperature over what is left (llama.cpp's order). Zeros for removed tokens;
  * one-hot on the argmax when greedy. history: the n_hist previous tokens (for the penalty). */
@@ -216,6 +221,63 @@ typedef struct sd_gen_stats {
 sd_status sd_generate(sd_ctx *ctx, sd_sampler *smp, const int32_t *prompt, int n_prompt, int n_predict,
                       bool ignore_eos, int32_t *out, int *n_out, sd_token_cb cb, void *user, sd_gen_stats *stats,
                       sd_error *err);
+
+/* ---------------------------------------------------------------- speculative decoding */
+typedef enum sd_spec_method {
+    SD_SPEC_NONE = 0, /* plain decoding through the same loop (gamma 0) */
+    SD_SPEC_DRAFT,    /* a separate draft model (its own context and KV cache) */
+    SD_SPEC_NGRAM,    /* prompt lookup: continue the latest earlier match of the last n tokens */
+} sd_spec_method;
+
+typedef enum sd_ctrl_kind {
+    SD_CTRL_FIXED = 0, /* gamma drafts every round */
+    SD_CTRL_CONF,      /* stop drafting when the draft's top-1 probability < p_min (up to gamma_max) */
+    SD_CTRL_FS,        /* finite state: gamma += 1 after a fully accepted round, -= 1 otherwise (min 1, max gamma_max) */
+    SD_CTRL_DV,        /* Draft&Verify: stop when top-1 < theta; theta moves by dv_eps toward acceptance dv_target */
+} sd_ctrl_kind;
+
+/* What one round did (passed to round_cb). */
+typedef struct sd_spec_round {
+    int n_drafted, n_accepted, n_emitted;
+    int n_committed; /* positions now in the target's cache (all emitted tokens but the newest) */
+} sd_spec_round;
+
+typedef struct sd_spec_params {
+    sd_spec_method method;
+    sd_ctx *draft_ctx; /* SD_SPEC_DRAFT: the draft model's context (borrowed; its sequence 0 is used) */
+    sd_ctrl_kind ctrl;
+    int gamma;         /* drafts per round (fixed), initial gamma (FS); default 5 */
+    int gamma_max;     /* bound for conf / FS / DV; default 16 */
+    float p_min;       /* conf-stop threshold, default 0.75 */
+    float dv_target, dv_eps, dv_theta0; /* DV: 0.8, 0.01, 0.5 */
+    int ngram_max, ngram_min;           /* lookup n-gram sizes, default 3 and 1 */
+    /* optional: called after every round (tests check the caches there); return false to stop */
+    bool (*round_cb)(const sd_spec_round *r, void *user);
+    void *round_user;
+} sd_spec_params;
+
+sd_spec_params sd_spec_default_params(void);
+
+typedef struct sd_spec_stats {
+    int n_prompt, n_gen;
+    int n_rounds;    /* target verification passes */
+    int n_drafted;   /* draft tokens proposed */
+    int n_accepted;  /* draft tokens accepted */
+    double t_prompt_s;              /* prefill of target (and draft) */
+    double t_gen_s;                 /* the whole generation after the prefill */
+    double t_draft_s, t_verify_s;   /* parts of t_gen_s: drafting, target verification passes */
+} sd_spec_stats;
+
+/* Speculative generation on sequence 0 of `target`: the same tokens as sd_generate with a greedy sampler, the same
+ * distribution with a sampling one. Clears the caches of target (and draft) first. Errors: as sd_generate, plus
+ * invalid spec params (gamma < 1 or > 256 or > the context, a missing or vocabulary-incompatible draft). */
+sd_status sd_spec_generate(sd_ctx *target, sd_sampler *smp, const sd_spec_params *sp, const int32_t *prompt,
+                           int n_prompt, int n_predict, bool ignore_eos, int32_t *out, int *n_out, sd_token_cb cb,
+                           void *user, sd_spec_stats *stats, sd_error *err);
+
+/* Whether a draft model can serve a target (llama.cpp's rule): same tokenizer type, same BOS/EOS ids and add_bos,
+ * vocabulary sizes within 128, and identical token texts for the ids both have (ids >= 5). */
+sd_status sd_vocab_compatible(const sd_model *target, const sd_model *draft, sd_error *err);
 
 #ifdef __cplusplus
 }

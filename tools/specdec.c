@@ -41,6 +41,19 @@ static void usage_generate(FILE *f) {
             "      --repeat-penalty R  penalise the last --repeat-last-n tokens (default 1.0 = off)\n"
             "      --repeat-last-n N   window of the penalty (default 64)\n"
             "  -s, --seed S            RNG seed (default: from the clock, printed to stderr)\n"
+            "speculative decoding (lossless: greedy output == plain greedy output):\n"
+            "      --spec METHOD       none (default) | draft (a separate draft model) | ngram (prompt lookup)\n"
+            "      --draft-model FILE  the draft model for --spec draft (same tokenizer as the target)\n"
+            "      --draft-type TYPE   convert the draft's weights at load: f32|f16|bf16|q8_0|q4_0 (e.g. the target\n"
+            "                          file itself as a q4_0 self-draft)\n"
+            "      --ctrl CTRL         draft length: fixed (default) | conf (stop below --p-min) | fs (+-1 per round)\n"
+            "                          | dv (Draft&Verify adaptive threshold)\n"
+            "      --gamma G           drafts per round (fixed), initial length (fs); default 5\n"
+            "      --gamma-max M       bound for conf/fs/dv (default 16)\n"
+            "      --p-min P           conf-stop threshold (default 0.75)\n"
+            "      --dv-target A       DV target acceptance (default 0.8); --dv-eps E step (default 0.01)\n"
+            "      --ngram-max N       longest n-gram looked up (default 3); --ngram-min N shortest (default 1)\n"
+            "      --compare           also run plain decoding on the same prompt and print the speedup\n"
             "engine:\n"
             "  -t, --threads N         threads (default: online CPUs)\n"
             "  -c, --ctx-size N        context size (default: the model's training context)\n"
@@ -93,6 +106,9 @@ int cmd_generate(int argc, char **argv) {
     bool ignore_eos = false, no_bos = false, seed_set = false;
     sd_sampler_params sp = sd_sampler_default_params();
     sd_ctx_params cp = sd_ctx_default_params();
+    sd_spec_params spec = sd_spec_default_params();
+    const char *draft_path = NULL, *draft_type = NULL;
+    bool compare = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -121,6 +137,35 @@ int cmd_generate(int argc, char **argv) {
         else if (IS("--min-p", "--min-p")) { NEED(); if (!cli_float(a, v, 0, 1, &sp.min_p)) return 2; }
         else if (IS("--repeat-penalty", "--repeat-penalty")) { NEED(); if (!cli_float(a, v, 1e-6, 1e6, &sp.repeat_penalty)) return 2; }
         else if (IS("--repeat-last-n", "--repeat-last-n")) { NEED(); if (!cli_int(a, v, 0, 1 << 24, &sp.repeat_last_n)) return 2; }
+        else if (IS("--spec", "--spec")) {
+            NEED();
+            if (!strcmp(v, "none")) spec.method = SD_SPEC_NONE;
+            else if (!strcmp(v, "draft")) spec.method = SD_SPEC_DRAFT;
+            else if (!strcmp(v, "ngram")) spec.method = SD_SPEC_NGRAM;
+            else {
+                fprintf(stderr, "error: --spec expects none, draft or ngram, got '%s'\n", v);
+                return 2;
+            }
+        } else if (IS("--ctrl", "--ctrl")) {
+            NEED();
+            if (!strcmp(v, "fixed")) spec.ctrl = SD_CTRL_FIXED;
+            else if (!strcmp(v, "conf")) spec.ctrl = SD_CTRL_CONF;
+            else if (!strcmp(v, "fs")) spec.ctrl = SD_CTRL_FS;
+            else if (!strcmp(v, "dv")) spec.ctrl = SD_CTRL_DV;
+            else {
+                fprintf(stderr, "error: --ctrl expects fixed, conf, fs or dv, got '%s'\n", v);
+                return 2;
+            }
+        } else if (IS("--draft-model", "--draft-model")) { NEED(); draft_path = v; }
+        else if (IS("--draft-type", "--draft-type")) { NEED(); draft_type = v; }
+        else if (IS("--gamma", "--gamma")) { NEED(); if (!cli_int(a, v, 1, 256, &spec.gamma)) return 2; }
+        else if (IS("--gamma-max", "--gamma-max")) { NEED(); if (!cli_int(a, v, 1, 256, &spec.gamma_max)) return 2; }
+        else if (IS("--p-min", "--p-min")) { NEED(); if (!cli_float(a, v, 0, 1, &spec.p_min)) return 2; }
+        else if (IS("--dv-target", "--dv-target")) { NEED(); if (!cli_float(a, v, 1e-6, 1, &spec.dv_target)) return 2; }
+        else if (IS("--dv-eps", "--dv-eps")) { NEED(); if (!cli_float(a, v, 0, 0.5, &spec.dv_eps)) return 2; }
+        else if (IS("--ngram-max", "--ngram-max")) { NEED(); if (!cli_int(a, v, 1, 64, &spec.ngram_max)) return 2; }
+        else if (IS("--ngram-min", "--ngram-min")) { NEED(); if (!cli_int(a, v, 1, 64, &spec.ngram_min)) return 2; }
+        else if (IS("--compare", "--compare")) compare = true;
         else if (IS("-s", "--seed")) {
             NEED();
             unsigned long long s;
@@ -156,11 +201,24 @@ int cmd_generate(int argc, char **argv) {
     }
     if (!prompt) prompt = "";
     if (!seed_set) sp.seed = (unsigned long long)time(NULL);
+    if (spec.method == SD_SPEC_DRAFT && !draft_path) {
+        fprintf(stderr, "error: --spec draft needs --draft-model FILE\n");
+        return 2;
+    }
+    if ((draft_path || draft_type) && spec.method != SD_SPEC_DRAFT) {
+        fprintf(stderr, "error: --draft-model/--draft-type need --spec draft\n");
+        return 2;
+    }
+    if (spec.ngram_min > spec.ngram_max) {
+        fprintf(stderr, "error: --ngram-min %d is larger than --ngram-max %d\n", spec.ngram_min, spec.ngram_max);
+        return 2;
+    }
 
     int rc = 1;
     sd_error err = {0};
-    sd_model *model = NULL;
-    sd_ctx *ctx = NULL;
+    sd_model *model = NULL, *dmodel = NULL;
+    sd_ctx *ctx = NULL, *dctx = NULL;
+    int32_t *plain = NULL, *spec_out = NULL;
     sd_sampler *smp = NULL;
     int32_t *toks = NULL;
     sd_model_params mp = sd_model_default_params();
@@ -176,6 +234,29 @@ int cmd_generate(int argc, char **argv) {
     if (sd_ctx_new(model, &cp, &ctx, &err) != SD_OK) {
         fprintf(stderr, "error: %s\n", err.msg);
         goto done;
+    }
+    if (spec.method == SD_SPEC_DRAFT) {
+        sd_model_params dp = sd_model_default_params();
+        dp.convert_type = draft_type;
+        if (sd_model_load(draft_path, &dp, &dmodel, &err) != SD_OK) {
+            fprintf(stderr, "error: draft model: %s\n", err.msg);
+            goto done;
+        }
+        if (sd_vocab_compatible(model, dmodel, &err) != SD_OK) {
+            fprintf(stderr, "error: draft model %s cannot draft for %s: %s\n", draft_path, model_path, err.msg);
+            goto done;
+        }
+        sd_model_info di;
+        sd_model_get_info(dmodel, &di);
+        fprintf(stderr, "draft: %s (%s weights%s, %d layers, dim %d, %.1f MiB)\n", draft_path, di.weight_type,
+                draft_type ? ", converted at load" : "", di.n_layer, di.n_embd, (double)di.weight_bytes / (1 << 20));
+        sd_ctx_params dcp = cp;
+        dcp.n_ctx = sd_ctx_n_ctx(ctx);
+        if (sd_ctx_new(dmodel, &dcp, &dctx, &err) != SD_OK) {
+            fprintf(stderr, "error: draft context: %s\n", err.msg);
+            goto done;
+        }
+        spec.draft_ctx = dctx;
     }
     if (sd_sampler_new(&sp, info.n_vocab, &smp, &err) != SD_OK) {
         fprintf(stderr, "error: %s\n", err.msg);
@@ -210,9 +291,12 @@ int cmd_generate(int argc, char **argv) {
     fwrite(prompt, 1, plen, stdout);
     fflush(stdout);
     stream_state ss = {model, {{0}, 0}};
-    sd_gen_stats gs;
-    if (sd_generate(ctx, smp, toks, n_tok, n_predict, ignore_eos, NULL, NULL, on_token, &ss, &gs, &err) != SD_OK) {
-        fprintf(stderr, "\nerror: %s\n", err.msg);
+    spec_out = malloc((size_t)(n_predict > 0 ? n_predict : 1) * sizeof *spec_out);
+    sd_spec_stats st;
+    int n_spec = 0;
+    if (!spec_out || sd_spec_generate(ctx, smp, &spec, toks, n_tok, n_predict, ignore_eos, spec_out, &n_spec, on_token,
+                                      &ss, &st, &err) != SD_OK) {
+        fprintf(stderr, "\nerror: %s\n", spec_out ? err.msg : "out of memory");
         goto done;
     }
     char tail[32];
@@ -220,12 +304,43 @@ int cmd_generate(int argc, char **argv) {
     fwrite(tail, 1, (size_t)tn, stdout);
     fputc('\n', stdout);
     fflush(stdout);
-    fprintf(stderr, "prompt: %d tokens in %.3f s (%.1f tok/s)\n", gs.n_prompt, gs.t_prompt_s,
-            gs.t_prompt_s > 0 ? gs.n_prompt / gs.t_prompt_s : 0.0);
-    fprintf(stderr, "decode: %d tokens in %.3f s (%.1f tok/s)\n", gs.n_gen, gs.t_gen_s,
-            gs.t_gen_s > 0 ? gs.n_gen / gs.t_gen_s : 0.0);
+    double tps = st.t_gen_s > 0 ? st.n_gen / st.t_gen_s : 0.0;
+    fprintf(stderr, "prompt: %d tokens in %.3f s (%.1f tok/s)\n", st.n_prompt, st.t_prompt_s,
+            st.t_prompt_s > 0 ? st.n_prompt / st.t_prompt_s : 0.0);
+    fprintf(stderr, "decode: %d tokens in %.3f s (%.1f tok/s)\n", st.n_gen, st.t_gen_s, tps);
+    if (spec.method != SD_SPEC_NONE)
+        fprintf(stderr,
+                "speculative: %d rounds, mean accepted length tau %.2f, acceptance %.1f%% (%d/%d drafts); time: draft "
+                "%.3f s, verify %.3f s, other %.3f s\n",
+                st.n_rounds, st.n_rounds ? (double)st.n_gen / st.n_rounds : 0.0,
+                st.n_drafted ? 100.0 * st.n_accepted / st.n_drafted : 0.0, st.n_accepted, st.n_drafted, st.t_draft_s,
+                st.t_verify_s, st.t_gen_s - st.t_draft_s - st.t_verify_s);
+    if (compare) {
+        sd_sampler *s2 = NULL;
+        plain = malloc((size_t)(n_predict > 0 ? n_predict : 1) * sizeof *plain);
+        sd_gen_stats gs;
+        int n_plain = 0;
+        if (!plain || sd_sampler_new(&sp, info.n_vocab, &s2, &err) != SD_OK ||
+            sd_generate(ctx, s2, toks, n_tok, n_predict, ignore_eos, plain, &n_plain, NULL, NULL, &gs, &err) != SD_OK) {
+            fprintf(stderr, "error: plain run: %s\n", err.msg);
+            sd_sampler_free(s2);
+            goto done;
+        }
+        sd_sampler_free(s2);
+        double ptps = gs.t_gen_s > 0 ? gs.n_gen / gs.t_gen_s : 0.0;
+        bool same = n_plain == n_spec && memcmp(plain, spec_out, (size_t)n_spec * sizeof *plain) == 0;
+        fprintf(stderr, "plain:  %d tokens in %.3f s (%.1f tok/s); speedup %.2fx; output %s\n", gs.n_gen, gs.t_gen_s,
+                ptps, ptps > 0 ? tps / ptps : 0.0,
+                sd_sampler_is_greedy(smp) ? (same ? "identical to plain greedy" : "DIFFERS from plain greedy")
+                                          : (same ? "identical" : "differs (sampling: same distribution, other draws)"));
+        if (sd_sampler_is_greedy(smp) && !same) goto done;
+    }
     rc = 0;
 done:
+    free(plain);
+    free(spec_out);
+    sd_ctx_free(dctx);
+    sd_model_free(dmodel);
     free(toks);
     free(file_text);
     sd_sampler_free(smp);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/gguf_write.h"
 #include "io/llama2c.h"
 #include "util/err.h"
 #include "util/fp16.h"
@@ -298,6 +299,63 @@ static sd_status load_llama2c(sd_model *m, const char *path, const sd_model_para
     return tok_from_llama2c(tp, hp->n_vocab, &m->tok, err);
 }
 
+/* Re-encodes every weight matrix as `type` into memory the model owns (row by row through f32). */
+static sd_status convert_weights(sd_model *m, const char *type_name, sd_error *err) {
+    uint32_t type;
+    if (!strcmp(type_name, "f32")) type = GGML_F32;
+    else if (!strcmp(type_name, "f16")) type = GGML_F16;
+    else if (!strcmp(type_name, "bf16")) type = GGML_BF16;
+    else if (!strcmp(type_name, "q8_0")) type = GGML_Q8_0;
+    else if (!strcmp(type_name, "q4_0")) type = GGML_Q4_0;
+    else return err_set(err, SD_ERR_ARG, "unknown weight type '%s' to convert to (f32, f16, bf16, q8_0, q4_0)", type_name);
+    int n_mat = 2 + 7 * m->hp.n_layer;
+    tensor **mats = malloc((size_t)n_mat * sizeof *mats);
+    if (!mats) return err_set(err, SD_ERR_NOMEM, "out of memory");
+    int k = 0;
+    bool tied = m->output.data == m->tok_embd.data;
+    mats[k++] = &m->tok_embd;
+    if (!tied) mats[k++] = &m->output;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        layer_w *w = &m->layers[l];
+        tensor *ts[7] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_up, &w->w_down};
+        for (int i = 0; i < 7; i++) mats[k++] = ts[i];
+    }
+    sd_status st = SD_OK;
+    float *row = malloc((size_t)(m->hp.n_ff > m->hp.n_embd ? m->hp.n_ff : m->hp.n_embd) * sizeof *row);
+    for (int i = 0; i < k && !st; i++) {
+        tensor *t = mats[i];
+        /* rows that are not whole 32-blocks cannot be block-quantized: those matrices become f16 (as llama-quantize
+         * falls back to another type) */
+        uint32_t ty = (type == GGML_Q8_0 || type == GGML_Q4_0) && t->cols % 32 ? GGML_F16 : type;
+        if (t->type == ty) continue;
+        size_t rb = ggml_row_bytes(ty, t->cols);
+        unsigned char *buf = malloc((size_t)t->rows * rb);
+        float **ow = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *ow);
+        if (ow) m->owned = ow;
+        if (!buf || !ow || !row) {
+            free(buf);
+            st = err_set(err, SD_ERR_NOMEM, "out of memory converting the weights to %s", type_name);
+            break;
+        }
+        m->owned[m->n_owned++] = (float *)(void *)buf;
+        for (int64_t r = 0; r < t->rows; r++) {
+            tensor_get_row(t, r, row);
+            gguf_quantize_row(ty, row, t->cols, buf + (size_t)r * rb);
+        }
+        t->type = ty;
+        t->row_bytes = rb;
+        t->data = buf;
+    }
+    if (tied) m->output = m->tok_embd;
+    m->main_type = m->layers[0].wq.type;
+    size_t total = 0;
+    for (int i = 0; i < k; i++) total += (size_t)mats[i]->rows * mats[i]->row_bytes;
+    m->weight_bytes = total;
+    free(row);
+    free(mats);
+    return st;
+}
+
 static size_t mat_bytes(const tensor *t) { return (size_t)t->rows * t->row_bytes; }
 
 static size_t decode_bytes(const sd_model *m) {
@@ -336,6 +394,10 @@ sd_status sd_model_load(const char *path, const sd_model_params *params, sd_mode
     } else {
         m->bin = mf;
         st = load_llama2c(m, path, params, err);
+    }
+    if (!st && params && params->convert_type) {
+        st = convert_weights(m, params->convert_type, err);
+        if (st) err_prefix(err, "%s: ", path);
     }
     if (st) {
         sd_model_free(m);

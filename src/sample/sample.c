@@ -60,6 +60,7 @@ void sd_sampler_free(sd_sampler *s) {
 }
 
 bool sd_sampler_is_greedy(const sd_sampler *s) { return s->p.temp <= 0.0f; }
+void sd_sampler_get_params(const sd_sampler *s, sd_sampler_params *out) { *out = s->p; }
 
 /* descending by value, ascending id on ties (a total order, so results do not depend on the sort) */
 static int cmp_desc(const void *a, const void *b, const float *v) {

@@ -1,0 +1,24 @@
+/* accept: the lossless acceptance rules of draft-then-verify (methods.md 0.1).
+ * Sampling: accept draft token x with probability min(1, p(x)/q(x)); on rejection draw from
+ * norm(max(0, p - q)). p and q are distributions after the same logit processing; q == NULL means a one-hot
+ * draft (n-gram lookup, tree branches chosen by rank). */
+#ifndef SD_SPEC_ACCEPT_H
+#define SD_SPEC_ACCEPT_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "specdec.h"
+
+/* residual[V] = max(0, p - q) (unnormalised); q NULL = one-hot on x. Returns its sum. */
+typedef double (*accept_residual_fn)(const float *p, const float *q, int32_t x, int V, float *residual);
+double accept_residual(const float *p, const float *q, int32_t x, int V, float *residual);
+
+/* One sampling-mode check. u: uniform [0,1) for the accept test; draws the replacement with smp's RNG.
+ * Returns true when x is accepted; otherwise *repl gets the replacement token. scratch: [V]. residual_fn lets a
+ * test substitute a wrong rule (NULL = accept_residual). */
+bool accept_sample(const float *p, const float *q, int32_t x, int V, double u, sd_sampler *smp, float *scratch,
+                   int32_t *repl, accept_residual_fn residual_fn);
+
+/* argmax with the lowest id on ties (the greedy sampler's rule). */
+int32_t accept_argmax(const float *logits, int V);
+#endif

@@ -1,0 +1,49 @@
+/* draft_ngram: prompt lookup — find the latest earlier occurrence of the last n tokens (n = n_max..n_min) and
+ * propose the tokens that followed it. No distribution: q is one-hot. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "spec/spec.h"
+
+typedef struct ngram_drafter {
+    drafter base;
+    int n_max, n_min;
+} ngram_drafter;
+
+static sd_status ng_begin(drafter *d, const int32_t *hist, int n, sd_error *err) {
+    (void)d, (void)hist, (void)n, (void)err;
+    return SD_OK;
+}
+
+static int ng_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t *tokens, float *q,
+                    bool *q_onehot, sd_error *err) {
+    ngram_drafter *g = (ngram_drafter *)d;
+    (void)q, (void)err;
+    *q_onehot = true;
+    for (int len = g->n_max; len >= g->n_min; len--) {
+        if (len > n - 1) continue;
+        const int32_t *pat = hist + n - len;
+        for (int j = n - len - 1; j >= 0; j--) {
+            if (memcmp(hist + j, pat, (size_t)len * sizeof *pat) != 0) continue;
+            int k = 0;
+            while (k < max && j + len + k < n && c->keep_going(c, k, 1.0f)) {
+                tokens[k] = hist[j + len + k];
+                k++;
+            }
+            if (k > 0) return k;
+        }
+    }
+    return 0;
+}
+
+static void ng_on_verified(drafter *d, const int32_t *hist, int n, int n_acc) { (void)d, (void)hist, (void)n, (void)n_acc; }
+static void ng_free(drafter *d) { free(d); }
+
+drafter *drafter_ngram_new(int n_max, int n_min) {
+    ngram_drafter *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->base = (drafter){"ngram", ng_begin, ng_draft, ng_on_verified, ng_free};
+    g->n_max = n_max;
+    g->n_min = n_min;
+    return &g->base;
+}

@@ -59,7 +59,7 @@ check:
 	SHARED=$(SHARED) sh tests/check.sh
 
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	SPECDEC_TEST_SCALE=0.1 $(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 	    LDFLAGS="-fsanitize=address,undefined" test
 
 fuzz:

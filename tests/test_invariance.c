@@ -4,6 +4,7 @@
  *  - KV rollback: generate, truncate back k positions, regenerate == a run that never went there (logits and
  *    every cached K/V row, bit for bit);
  *  - tree blocks: a node's logits equal those of the chain made of its ancestors. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,6 +150,7 @@ static void check_tree(const char *name, sd_model *m, int V) {
 }
 
 int main(void) {
+    setenv("SPECDEC_PAR_MIN_WORK", "0", 1); /* split every matmul and attention across the threads */
     for (int i = 0; i < TL_N_MODELS; i++) {
         sd_model *m;
         sd_error err;

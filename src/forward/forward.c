@@ -9,6 +9,9 @@
 #include "util/err.h"
 
 /* ------------------------------------------------------------------ matmul over the pool */
+/* Work below this many multiply-adds runs on the calling thread: waking the pool costs more than it saves.
+ * (Results do not depend on the thread split, so this never changes any bits.) */
+enum { PAR_MIN_WORK = 1 << 17 };
 typedef struct mm_item {
     kern_mm_fn fn;
     const tensor *w;
@@ -34,6 +37,12 @@ static void mm_worker(void *arg, int ith, int nth) {
     }
 }
 
+
+static void run_par(sd_ctx *c, pool_fn fn, void *arg, double work) {
+    if (work < c->par_min_work) fn(arg, 0, 1);
+    else pool_run(c->pool, fn, arg);
+}
+
 /* Several matmuls sharing one input (e.g. Q, K, V) in one pool dispatch. */
 static void matmul_multi(sd_ctx *c, const float *x, int ldx, int n, int count, const tensor *const *w, float *const *y,
                          const int *ldy) {
@@ -44,12 +53,14 @@ static void matmul_multi(sd_ctx *c, const float *x, int ldx, int n, int count, c
     size_t qstride = (size_t)(cols / 32) * sizeof(act_q8);
     if (quant)
         for (int p = 0; p < n; p++) kern_quantize_q8(x + (size_t)p * ldx, cols, (act_q8 *)((char *)c->xq + p * qstride));
+    double work = 0;
     for (int i = 0; i < count; i++) {
         bool q = kern_type_is_quant(w[i]->type);
         j.it[i] = (mm_item){c->ops->mm[w[i]->type], w[i], q ? (const void *)c->xq : (const void *)x,
                             q ? qstride : (size_t)ldx * sizeof(float), y[i], ldy[i]};
+        work += (double)w[i]->rows * (double)w[i]->cols * n;
     }
-    pool_run(c->pool, mm_worker, &j);
+    run_par(c, mm_worker, &j, work);
 }
 
 void fwd_matmul(sd_ctx *c, const tensor *w, const float *x, int ldx, int n, float *y, int ldy) {
@@ -104,6 +115,9 @@ sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **ou
     c->n_batch = p.n_batch;
     c->n_threads = p.n_threads;
     c->ops = kern_best();
+    /* SPECDEC_PAR_MIN_WORK overrides the inline threshold (tests set 0 to exercise every thread split) */
+    const char *pm = getenv("SPECDEC_PAR_MIN_WORK");
+    c->par_min_work = pm ? atof(pm) : PAR_MIN_WORK;
     const size_t B = (size_t)p.n_batch, E = (size_t)hp->n_embd, Q = (size_t)hp->n_head * hp->head_dim,
                  KV = (size_t)hp->n_head_kv * hp->head_dim, F = (size_t)hp->n_ff;
     size_t EQ = E > Q ? E : Q, maxc = EQ > F ? EQ : F;
@@ -276,7 +290,7 @@ static void layer_attention(sd_ctx *c, int l, int n) {
         memcpy(c->kv.v + o, v, (size_t)KV * sizeof(float));
     }
     att_job aj = {c, n, l};
-    pool_run(c->pool, att_worker, &aj);
+    run_par(c, att_worker, &aj, 2.0 * n * Q * (double)(c->cell[n - 1] + 1));
     fwd_matmul(c, &w->wo, c->xn, Q, n, c->tmp, E);
     for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->tmp[i];
 }

@@ -1,0 +1,390 @@
+/* Speculative decoding core:
+ *  1. greedy: for every drafter x controller, gamma in {1,3,8,16} and prompts of several lengths, the output
+ *     equals plain greedy decoding — including rounds where nothing is accepted and runs that hit the end of the
+ *     context mid-round;
+ *  2. after every round both KV caches equal those of a plain run over the same tokens (bit for bit);
+ *  3. sampling: the acceptance rule reproduces the target distribution (chi-square), a broken residual rule is
+ *     detected, and the engine's first sampled token follows the target's distribution (20k draws);
+ *  4. bad input: incompatible draft vocabulary, gamma 0 / 10^6, bad n-gram sizes. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spec/accept.h"
+#include "specdec.h"
+#include "testlib.h"
+
+static double scale(void) {
+    const char *s = getenv("SPECDEC_TEST_SCALE");
+    return s ? atof(s) : 1.0;
+}
+
+static sd_model *load(const char *rel, const char *convert) {
+    sd_model_params p = sd_model_default_params();
+    p.convert_type = convert;
+    sd_model *m = NULL;
+    sd_error err;
+    if (sd_model_load(tl_shared(rel), &p, &m, &err) != SD_OK) CHECK(0, "load %s: %s", rel, err.msg);
+    return m;
+}
+
+static sd_ctx *mkctx(sd_model *m, int n_ctx) {
+    sd_ctx_params cp = sd_ctx_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_batch = 32;
+    cp.n_threads = 2;
+    sd_ctx *c = NULL;
+    sd_error err;
+    if (sd_ctx_new(m, &cp, &c, &err) != SD_OK) CHECK(0, "ctx: %s", err.msg);
+    return c;
+}
+
+/* ---- per-round cache check */
+typedef struct round_check {
+    sd_ctx *target, *ref;       /* ref: a plain run over prompt + expected output */
+    sd_ctx *draft, *draft_ref;  /* optional */
+    int kvd, kvd_draft, n_layer, n_layer_draft;
+    bool ok;
+    int rounds, zero_acc_rounds;
+} round_check;
+
+static bool same_rows(sd_ctx *a, sd_ctx *b, int n_layer, int kvd, int upto) {
+    float *ka = malloc((size_t)kvd * 4 * sizeof(float)), *va = ka + kvd, *kb = va + kvd, *vb = kb + kvd;
+    bool same = true;
+    for (int l = 0; l < n_layer && same; l++)
+        for (int p = 0; p < upto && same; p++) {
+            if (sd_kv_read(a, 0, l, p, ka, va, NULL) || sd_kv_read(b, 0, l, p, kb, vb, NULL)) same = false;
+            else same = memcmp(ka, kb, (size_t)kvd * 2 * sizeof(float)) == 0;
+        }
+    free(ka);
+    return same;
+}
+
+static bool on_round(const sd_spec_round *r, void *user) {
+    round_check *rc = user;
+    rc->rounds++;
+    if (r->n_drafted > 0 && r->n_accepted == 0) rc->zero_acc_rounds++;
+    if (!rc->ref) return true;
+    int n = r->n_committed;
+    if (sd_kv_len(rc->target, 0, -1) != n || !same_rows(rc->target, rc->ref, rc->n_layer, rc->kvd, n)) rc->ok = false;
+    if (rc->draft) {
+        int nd = sd_kv_len(rc->draft, 0, -1);
+        if (nd > n || !same_rows(rc->draft, rc->draft_ref, rc->n_layer_draft, rc->kvd_draft, nd)) rc->ok = false;
+    }
+    return true;
+}
+
+static int kv_dim(const sd_model *m, int *n_layer) {
+    sd_model_info i;
+    sd_model_get_info(m, &i);
+    *n_layer = i.n_layer;
+    return i.n_head_kv * (i.n_embd / i.n_head);
+}
+
+/* Feeds seq[0..n) into a fresh cache. */
+static void run_plain_cache(sd_ctx *c, const int32_t *seq, int n) {
+    sd_kv_truncate(c, 0, 0, NULL);
+    for (int i = 0; i < n; i += 32)
+        sd_forward(c, &(sd_block){.n = n - i < 32 ? n - i : 32, .token = seq + i}, &(sd_forward_args){0}, NULL);
+}
+
+typedef struct pair_case {
+    const char *name, *target, *target_conv, *draft, *draft_conv;
+    sd_spec_method method;
+} pair_case;
+
+static void greedy_equivalence(const pair_case *pc, int n_predict, bool check_caches) {
+    sd_model *tm = load(pc->target, pc->target_conv), *dm = pc->draft ? load(pc->draft, pc->draft_conv) : NULL;
+    if (!tm || (pc->draft && !dm)) return;
+    sd_model_info ti;
+    sd_model_get_info(tm, &ti);
+    const char *texts[] = {"", "Once upon a time", "The little dog ran to the park. The little dog ran to the park and saw a big red ball. The"};
+    sd_sampler_params spp = sd_sampler_default_params();
+    spp.temp = 0;
+    sd_sampler *smp;
+    sd_sampler_new(&spp, ti.n_vocab, &smp, NULL);
+    int gammas[] = {1, 3, 8, 16};
+    sd_ctrl_kind ctrls[] = {SD_CTRL_FIXED, SD_CTRL_CONF, SD_CTRL_FS, SD_CTRL_DV};
+    int runs = 0, bad = 0, zero_rounds = 0, cache_checks = 0, cache_bad = 0;
+    for (int ti_ = 0; ti_ < 3; ti_++) {
+        int32_t prompt[128];
+        int np = 0;
+        sd_tokenize(tm, texts[ti_], strlen(texts[ti_]), true, false, prompt, 128, &np, NULL);
+        /* context exactly prompt + n_predict: the last rounds are cut by the end of the context */
+        int n_ctx = np + n_predict;
+        sd_ctx *ct = mkctx(tm, n_ctx), *cref = mkctx(tm, n_ctx);
+        sd_ctx *cd = dm ? mkctx(dm, n_ctx) : NULL, *cdref = dm ? mkctx(dm, n_ctx) : NULL;
+        int32_t *plain = malloc((size_t)n_predict * sizeof *plain), *got = malloc((size_t)n_predict * sizeof *got);
+        int n_plain = 0;
+        sd_error err;
+        CHECK(sd_generate(ct, smp, prompt, np, n_predict, true, plain, &n_plain, NULL, NULL, NULL, &err) == SD_OK,
+              "%s: plain: %s", pc->name, err.msg);
+        int32_t *seq = malloc((size_t)(np + n_plain) * sizeof *seq);
+        memcpy(seq, prompt, (size_t)np * sizeof *seq);
+        memcpy(seq + np, plain, (size_t)n_plain * sizeof *seq);
+        if (check_caches) {
+            run_plain_cache(cref, seq, np + n_plain - 1);
+            if (cdref) run_plain_cache(cdref, seq, np + n_plain - 1);
+        }
+        for (int gi = 0; gi < 4; gi++)
+            for (int ci = 0; ci < 4; ci++) {
+                sd_spec_params sp = sd_spec_default_params();
+                sp.method = pc->method;
+                sp.draft_ctx = cd;
+                sp.gamma = gammas[gi];
+                sp.gamma_max = gammas[gi] > 4 ? gammas[gi] : 4;
+                sp.ctrl = ctrls[ci];
+                round_check rc = {0};
+                rc.ok = true;
+                rc.target = ct;
+                bool cc = check_caches && (gi == 1 || gi == 3);
+                if (cc) {
+                    rc.ref = cref;
+                    rc.kvd = kv_dim(tm, &rc.n_layer);
+                    if (cd) {
+                        rc.draft = cd;
+                        rc.draft_ref = cdref;
+                        rc.kvd_draft = kv_dim(dm, &rc.n_layer_draft);
+                    }
+                }
+                sp.round_cb = on_round;
+                sp.round_user = &rc;
+                int n_got = 0;
+                sd_status st = sd_spec_generate(ct, smp, &sp, prompt, np, n_predict, true, got, &n_got, NULL, NULL, NULL, &err);
+                bool same = st == SD_OK && n_got == n_plain && memcmp(got, plain, (size_t)n_got * sizeof *got) == 0;
+                runs++;
+                bad += !same;
+                zero_rounds += rc.zero_acc_rounds;
+                CHECK(same, "%s: gamma %d ctrl %d prompt %d: output differs from plain greedy (%s)", pc->name, gammas[gi],
+                      ci, np, st ? err.msg : "");
+                if (cc) {
+                    cache_checks += rc.rounds;
+                    cache_bad += !rc.ok;
+                    CHECK(rc.ok, "%s: gamma %d ctrl %d prompt %d: a cache differs from the plain run's after a round",
+                          pc->name, gammas[gi], ci, np);
+                }
+            }
+        free(seq);
+        free(plain);
+        free(got);
+        sd_ctx_free(ct);
+        sd_ctx_free(cref);
+        sd_ctx_free(cd);
+        sd_ctx_free(cdref);
+    }
+    printf("  %-38s %3d runs, %d differ; %4d rounds with nothing accepted; caches checked after %d rounds, %d bad\n",
+           pc->name, runs, bad, zero_rounds, cache_checks, cache_bad);
+    sd_sampler_free(smp);
+    sd_model_free(tm);
+    sd_model_free(dm);
+}
+
+/* ---- sampling */
+static double chi2(const int *counts, const double *p, int V, int N, int *dof) {
+    double c = 0, rest_e = 0, rest_o = 0;
+    *dof = -1;
+    for (int i = 0; i < V; i++) {
+        double e = p[i] * N;
+        if (e < 5) {
+            rest_e += e;
+            rest_o += counts[i];
+            continue;
+        }
+        c += (counts[i] - e) * (counts[i] - e) / e;
+        (*dof)++;
+    }
+    if (rest_e >= 5) {
+        c += (rest_o - rest_e) * (rest_o - rest_e) / rest_e;
+        (*dof)++;
+    }
+    return c;
+}
+static bool chi2_ok(double c, int dof) { return c < dof + 4.0 * sqrt(2.0 * dof) + 10; } /* ~ p > 1e-4 */
+
+static double broken_residual(const float *p, const float *q, int32_t x, int V, float *r) {
+    (void)q, (void)x; /* wrong: resample from p itself */
+    double s = 0;
+    for (int i = 0; i < V; i++) s += (r[i] = p[i]);
+    return s;
+}
+
+static void acceptance_distribution(void) {
+    enum { V = 8 };
+    const float p[V] = {0.30f, 0.05f, 0.20f, 0.10f, 0.15f, 0.02f, 0.08f, 0.10f};
+    const float q[V] = {0.10f, 0.30f, 0.05f, 0.20f, 0.05f, 0.20f, 0.05f, 0.05f};
+    sd_sampler_params sp = sd_sampler_default_params();
+    sp.temp = 1;
+    sp.seed = 7;
+    sd_sampler *s;
+    sd_sampler_new(&sp, V, &s, NULL);
+    float scratch[V];
+    double pd[V];
+    for (int i = 0; i < V; i++) pd[i] = p[i];
+    const int N = 200000;
+    for (int variant = 0; variant < 3; variant++) { /* 0: rule with q, 1: one-hot draft, 2: broken residual */
+        int counts[V] = {0};
+        for (int t = 0; t < N; t++) {
+            int32_t x = variant == 1 ? (int32_t)(t % V) : sd_sampler_draw(s, q), out;
+            const float *qq = variant == 1 ? NULL : q;
+            double u = sd_sampler_uniform(s);
+            if (accept_sample(p, qq, x, V, u, s, scratch, &out, variant == 2 ? broken_residual : NULL)) out = x;
+            counts[out]++;
+        }
+        int dof;
+        double c = chi2(counts, pd, V, N, &dof);
+        if (variant < 2)
+            CHECK(chi2_ok(c, dof), "acceptance rule (%s draft): chi2 %.1f (%d dof)", variant ? "one-hot" : "q", c, dof);
+        else
+            CHECK(!chi2_ok(c, dof), "a broken residual rule went undetected: chi2 %.1f (%d dof)", c, dof);
+        printf("  acceptance rule, %-18s chi2 = %8.1f (%d dof) -> %s\n",
+               variant == 0 ? "draft q:" : variant == 1 ? "one-hot draft:" : "BROKEN residual:", c, dof,
+               chi2_ok(c, dof) ? "matches p" : "rejected");
+    }
+    sd_sampler_free(s);
+}
+
+/* First token of sd_spec_generate under sampling (target stories-ee, draft stories260K: p != q) vs the target. */
+static void engine_first_token(void) {
+    sd_model *tm = load("models/stories-ee.gguf", NULL), *dm = load("models/stories260K.gguf", NULL);
+    if (!tm || !dm) return;
+    const int V = 512;
+    sd_ctx *ct = mkctx(tm, 64), *cd = mkctx(dm, 64);
+    int32_t prompt[16] = {sd_token_bos(tm)};
+    int np = 1; /* BOS alone: a spread-out first-token distribution */
+    sd_sampler_params spp = sd_sampler_default_params();
+    spp.temp = 2.0f; /* hot: more tokens with enough mass for the chi-square bins */
+    spp.top_k = 0;
+    spp.top_p = 1.0f;
+    spp.min_p = 0.0f;
+    /* the target's distribution of the first token */
+    float *logits = malloc(V * sizeof *logits), *pf = malloc(V * sizeof *pf);
+    sd_forward(ct, &(sd_block){.n = np, .token = prompt}, &(sd_forward_args){.logits = logits}, NULL);
+    sd_sampler *s0;
+    sd_sampler_new(&spp, V, &s0, NULL);
+    sd_sampler_probs(s0, logits, prompt, np, pf);
+    /* and the draft's, to show p != q */
+    sd_forward(cd, &(sd_block){.n = np, .token = prompt}, &(sd_forward_args){.logits = logits}, NULL);
+    float *qf = malloc(V * sizeof *qf);
+    sd_sampler_probs(s0, logits, prompt, np, qf);
+    double tv = 0;
+    for (int i = 0; i < V; i++) tv += fabs(pf[i] - qf[i]) / 2;
+    int N = (int)(20000 * scale());
+    if (N < 1000) N = 1000;
+    int *counts = calloc(V, sizeof *counts);
+    sd_spec_params sp = sd_spec_default_params();
+    sp.method = SD_SPEC_DRAFT;
+    sp.draft_ctx = cd;
+    sp.gamma = 2;
+    int accepted_first = 0;
+    for (int t = 0; t < N; t++) {
+        spp.seed = 1000 + (uint64_t)t;
+        sd_sampler *s;
+        sd_sampler_new(&spp, V, &s, NULL);
+        int32_t out;
+        int n_out;
+        sd_spec_stats st;
+        int32_t outs[3];
+        /* 3 tokens so that the first round drafts (a round drafts no more than what is left to emit) */
+        sd_spec_generate(ct, s, &sp, prompt, np, 3, true, outs, &n_out, NULL, NULL, &st, NULL);
+        if (n_out >= 1) counts[outs[0]]++;
+        (void)out;
+        accepted_first += st.n_drafted > 0;
+        sd_sampler_free(s);
+    }
+    double pd[512];
+    for (int i = 0; i < V; i++) pd[i] = pf[i];
+    int dof;
+    double c = chi2(counts, pd, V, N, &dof);
+    CHECK(tv > 0.05, "target and draft distributions should differ (TV %.3f)", tv);
+    CHECK(accepted_first == N, "every first round must draft (%d of %d did)", accepted_first, N);
+    CHECK(chi2_ok(c, dof), "engine: first sampled token vs target distribution: chi2 %.1f (%d dof)", c, dof);
+    printf("  engine first token (%d draws, TV(p,q) = %.2f, rounds that drafted %.0f%%): chi2 = %.1f (%d dof)\n", N, tv,
+           100.0 * accepted_first / N, c, dof);
+    free(counts);
+    free(logits);
+    free(pf);
+    free(qf);
+    sd_sampler_free(s0);
+    sd_ctx_free(ct);
+    sd_ctx_free(cd);
+    sd_model_free(tm);
+    sd_model_free(dm);
+}
+
+static void bad_input(void) {
+    sd_model *tm = load("models/stories260K.gguf", NULL), *gm = load("models/tiny-llama-gpt2-f32.gguf", NULL);
+    sd_model *sm = load("models/tiny-llama-spm-f32.gguf", NULL);
+    if (!tm || !gm || !sm) return;
+    sd_error err;
+    CHECK(sd_vocab_compatible(tm, gm, &err) == SD_ERR_ARG && strstr(err.msg, "tokenizer"), "gpt2 draft for an spm target: %s",
+          err.msg);
+    CHECK(sd_vocab_compatible(tm, sm, &err) == SD_ERR_ARG && strstr(err.msg, "vocabular"), "32000-token draft for a 512 target: %s",
+          err.msg);
+    sd_ctx *ct = mkctx(tm, 64), *cg = mkctx(gm, 64);
+    sd_sampler_params spp = sd_sampler_default_params();
+    spp.temp = 0;
+    sd_sampler *s;
+    sd_sampler_new(&spp, 512, &s, NULL);
+    int32_t prompt[2] = {1, 403};
+    sd_spec_params sp = sd_spec_default_params();
+    sp.method = SD_SPEC_DRAFT;
+    sp.draft_ctx = cg;
+    CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 4, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG,
+          "incompatible draft accepted");
+    sp.draft_ctx = NULL;
+    CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 4, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG,
+          "draft method without a draft");
+    sp = sd_spec_default_params();
+    sp.method = SD_SPEC_NGRAM;
+    sp.gamma = 0;
+    CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 4, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG &&
+              strstr(err.msg, "gamma"),
+          "gamma 0: %s", err.msg);
+    sp.gamma = 1000000;
+    CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 4, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG &&
+              strstr(err.msg, "gamma"),
+          "gamma 10^6: %s", err.msg);
+    sp.gamma = 40; /* > n_batch - 1 */
+    CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 4, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG &&
+              strstr(err.msg, "n_batch"),
+          "gamma beyond n_batch: %s", err.msg);
+    sp = sd_spec_default_params();
+    sp.method = SD_SPEC_NGRAM;
+    sp.ngram_min = 3;
+    sp.ngram_max = 2;
+    CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 4, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG, "ngram 3..2");
+    sp = sd_spec_default_params();
+    CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 100, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG &&
+              strstr(err.msg, "context"),
+          "beyond the context: %s", err.msg);
+    sd_model_params mp = sd_model_default_params();
+    mp.convert_type = "q3_k";
+    sd_model *x = NULL;
+    CHECK(sd_model_load(tl_shared("models/stories260K.gguf"), &mp, &x, &err) == SD_ERR_ARG && !x, "bad --draft-type: %s",
+          err.msg);
+    sd_sampler_free(s);
+    sd_ctx_free(ct);
+    sd_ctx_free(cg);
+    sd_model_free(tm);
+    sd_model_free(gm);
+    sd_model_free(sm);
+}
+
+int main(void) {
+    const pair_case cases[] = {
+        {"stories260K + itself (draft)", "models/stories260K.gguf", NULL, "models/stories260K.gguf", NULL, SD_SPEC_DRAFT},
+        {"stories260K + its q8_0 copy (draft)", "models/stories260K.gguf", NULL, "models/stories260K.gguf", "q8_0", SD_SPEC_DRAFT},
+        {"stories260K + ngram", "models/stories260K.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM},
+        {"stories-plain + stories260K (draft)", "models/stories-plain.gguf", NULL, "models/stories260K.gguf", NULL, SD_SPEC_DRAFT},
+        {"tiny-spm f32 + tiny-spm q4_0 file", "models/tiny-llama-spm-f32.gguf", NULL, "models/tiny-llama-spm-q4_0.gguf", NULL, SD_SPEC_DRAFT},
+        {"tiny-spm f16 + its q4_0 copy", "models/tiny-llama-spm-f16.gguf", NULL, "models/tiny-llama-spm-f16.gguf", "q4_0", SD_SPEC_DRAFT},
+        {"tiny-gpt2 f32 + ngram", "models/tiny-llama-gpt2-f32.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM},
+        {"tiny-qwen2 f32 + ngram", "models/tiny-qwen2-gpt2-f32.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM},
+    };
+    int n_predict = scale() < 1 ? 24 : 48;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) greedy_equivalence(&cases[i], n_predict, true);
+    acceptance_distribution();
+    engine_first_token();
+    bad_input();
+    return tl_finish("test_spec");
+}

@@ -71,6 +71,10 @@ typedef struct sd_model_info {
 
 void sd_model_get_info(const sd_model *model, sd_model_info *info);
 
+/* A string metadata value of a GGUF model (e.g. "tokenizer.chat_template"): copies at most cap-1 bytes and a NUL
+ * into buf; returns its full length, or -1 when absent (or the model is a llama2.c file). */
+int sd_model_meta_str(const sd_model *model, const char *key, char *buf, int cap);
+
 /* Writes a GGUF with seeded random weights of a named real shape (for speed work; weight values do not matter
  * for speed). shape: "llama-68m", "llama-160m", "tinyllama-1.1b", "llama2-7b", or "test-tiny" (dim 64, 2 layers).
  * type: "f32", "f16", "bf16", "q8_0", "q4_0" (norms stay f32). vocab_path: a GGUF whose tokenizer.* metadata is

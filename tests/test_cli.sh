@@ -44,6 +44,20 @@ expect_err "not a model" "not a valid llama2.c" generate -m "$SHARED/data/README
 expect_err "unknown command" "unknown command" frobnicate
 expect_err "missing value" "needs a value" generate -m
 
+# speculative decoding: lossless vs plain greedy (--compare exits non-zero if the outputs differ)
+for args in "--spec draft --draft-model $SHARED/models/stories260K.gguf --draft-type q8_0" "--spec ngram --ctrl fs" \
+            "--spec draft --draft-model $SHARED/models/stories260K.bin --ctrl dv --gamma-max 8" "--spec draft --draft-model $SHARED/models/stories260K.gguf --ctrl conf --p-min 0.5"; do
+    $CLI generate -m "$SHARED/models/stories-ee.gguf" -p "Once upon a time" -n 60 --temp 0 $args --compare >"$out" 2>"$err"
+    if [ $? -eq 0 ] && grep -q "identical to plain greedy" "$err" && grep -q "mean accepted length" "$err"; then ok; else bad "spec $args: $(cat "$err")"; fi
+done
+expect_err "--spec draft without a draft" "draft-model" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec draft
+expect_err "gamma 0" "\-\-gamma" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec ngram --gamma 0
+expect_err "gamma 10^6" "\-\-gamma" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec ngram --gamma 1000000
+expect_err "draft that is not a model" "draft model" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec draft --draft-model "$SHARED/data/README.md"
+expect_err "incompatible draft vocabulary" "cannot draft" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec draft --draft-model "$SHARED/models/tiny-llama-gpt2-f32.gguf"
+expect_err "unknown method" "\-\-spec" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec magic
+expect_err "bad draft type" "q3_k" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec draft --draft-model "$SHARED/models/stories260K.gguf" --draft-type q3_k
+
 # the example program (uses only the public header)
 $BUILD/example_simple "$SHARED/models/stories260K.gguf" "Once upon a time" 30 >"$out" 2>"$err"
 grep -q "there was a little girl named Lily" "$out" && ok || bad "example program: $(cat "$out" "$err")"

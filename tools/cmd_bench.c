@@ -20,7 +20,8 @@ double cmd_now(void) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: specdec bench <decode|block|bandwidth> [options]\n\n"
+            "usage: specdec bench <decode|block|bandwidth|spec> [options]\n\n"
+            "  spec       plain decoding vs speculative methods on a prompt set (see specdec bench spec --help)\n"
             "  decode     tokens/s of plain decoding after a short prompt, with the roofline\n"
             "             (read bandwidth / weight bytes per token) and the ratio\n"
             "  block      time of one forward over a block of k positions (logits at every position, as a\n"
@@ -279,6 +280,7 @@ int cmd_bench(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     const char *what = argv[1];
+    if (!strcmp(what, "spec")) return cmd_bench_spec(argc - 1, argv + 1);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     bench_opts o = {.ks = "1,2,4,8,12,16", .threads = ncpu > 0 ? (int)ncpu : 1, .n = 64, .ctx = 256, .reps = 5,
                     .bw_mib = 1024};

@@ -424,3 +424,14 @@ void sd_model_get_info(const sd_model *m, sd_model_info *info) {
     info->weight_bytes = m->weight_bytes;
     info->decode_bytes = m->decode_bytes;
 }
+
+int sd_model_meta_str(const sd_model *m, const char *key, char *buf, int cap) {
+    gguf_str v;
+    if (!m->gguf.kv || !gguf_get_str(&m->gguf, key, &v, NULL)) return -1;
+    if (buf && cap > 0) {
+        size_t n = v.len < (uint64_t)cap - 1 ? (size_t)v.len : (size_t)cap - 1;
+        memcpy(buf, v.p, n);
+        buf[n] = 0;
+    }
+    return v.len > 0x7fffffff ? 0x7fffffff : (int)v.len;
+}

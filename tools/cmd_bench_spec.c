@@ -1,0 +1,461 @@
+/* specdec bench spec: plain decoding and speculative methods on the same prompt set (Spec-Bench JSONL), in one
+ * process; per-category and overall tokens/s, speedup, tau, alpha, discard and verification rates; Markdown,
+ * JSON, and an SVG plot of speedup per category per method. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_args.h"
+#include "cmds.h"
+#include "jsonl.h"
+#include "specdec.h"
+
+enum { MAX_METHODS = 16, MAX_CATS = 32 };
+
+typedef struct method {
+    char label[64];
+    bool plain;
+    sd_spec_params sp;
+} method;
+
+typedef struct acc {
+    double tokens, secs, rounds, drafted, accepted, turns;
+} acc;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: specdec bench spec -m MODEL --prompts FILE.jsonl [options]\n\n"
+            "Runs plain decoding and each method on the same prompts (greedy by default) and prints, per category and\n"
+            "overall: tokens/s, speedup over plain, mean accepted length tau, acceptance rate alpha, discard rate\n"
+            "(discarded drafts / generated tokens) and verification rate (target passes / generated tokens).\n\n"
+            "  -m, --model FILE       target model\n"
+            "  --prompts FILE         Spec-Bench JSONL (question_id, category, turns); turn 2 follows the model's\n"
+            "                         answer to turn 1\n"
+            "  --methods LIST         comma-separated; each NAME[:key=value...] with NAME plain | draft | ngram and keys\n"
+            "                         gamma, gamma_max, ctrl (fixed|conf|fs|dv), p_min, ngram_max, ngram_min, label;\n"
+            "                         default: plain,ngram (plain is always run first as the baseline)\n"
+            "  --draft-model FILE     draft model for 'draft' methods; --draft-type TYPE converts it at load\n"
+            "  -n N                   tokens per turn (default 128; cut to fit the context)\n"
+            "  --limit N              use the first N questions only\n"
+            "  --temp T               sampling instead of greedy (default 0); --seed S\n"
+            "  --ignore-eos           always generate n tokens per turn\n"
+            "  -t N                   threads; -c N context size (default: the model's)\n"
+            "  --json FILE  --md FILE --plot FILE.svg   also write the results there\n");
+}
+
+static bool parse_method(const char *spec, method *m) {
+    memset(m, 0, sizeof *m);
+    m->sp = sd_spec_default_params();
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *save = NULL, *tok = strtok_r(buf, ":", &save);
+    if (!tok) return false;
+    if (!strcmp(tok, "plain")) m->plain = true;
+    else if (!strcmp(tok, "draft")) m->sp.method = SD_SPEC_DRAFT;
+    else if (!strcmp(tok, "ngram")) m->sp.method = SD_SPEC_NGRAM;
+    else {
+        fprintf(stderr, "error: unknown method '%s' in --methods (plain, draft, ngram)\n", tok);
+        return false;
+    }
+    snprintf(m->label, sizeof m->label, "%s", spec);
+    for (char *kv = strtok_r(NULL, ":", &save); kv; kv = strtok_r(NULL, ":", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq) {
+            fprintf(stderr, "error: '%s' in method '%s' is not key=value\n", kv, spec);
+            return false;
+        }
+        *eq = 0;
+        const char *v = eq + 1;
+        char flag[80];
+        snprintf(flag, sizeof flag, "%s (method %s)", kv, tok);
+        bool ok = true;
+        if (!strcmp(kv, "gamma")) ok = cli_int(flag, v, 1, 256, &m->sp.gamma);
+        else if (!strcmp(kv, "gamma_max")) ok = cli_int(flag, v, 1, 256, &m->sp.gamma_max);
+        else if (!strcmp(kv, "p_min")) ok = cli_float(flag, v, 0, 1, &m->sp.p_min);
+        else if (!strcmp(kv, "ngram_max")) ok = cli_int(flag, v, 1, 64, &m->sp.ngram_max);
+        else if (!strcmp(kv, "ngram_min")) ok = cli_int(flag, v, 1, 64, &m->sp.ngram_min);
+        else if (!strcmp(kv, "label")) snprintf(m->label, sizeof m->label, "%s", v);
+        else if (!strcmp(kv, "ctrl")) {
+            if (!strcmp(v, "fixed")) m->sp.ctrl = SD_CTRL_FIXED;
+            else if (!strcmp(v, "conf")) m->sp.ctrl = SD_CTRL_CONF;
+            else if (!strcmp(v, "fs")) m->sp.ctrl = SD_CTRL_FS;
+            else if (!strcmp(v, "dv")) m->sp.ctrl = SD_CTRL_DV;
+            else ok = false, fprintf(stderr, "error: ctrl=%s (fixed, conf, fs, dv)\n", v);
+        } else {
+            fprintf(stderr, "error: unknown key '%s' in method '%s'\n", kv, spec);
+            ok = false;
+        }
+        if (!ok) return false;
+    }
+    return true;
+}
+
+/* The text of turn t given the previous turns and answers, in the model's chat format when it has one. */
+typedef enum { TPL_PLAIN, TPL_CHATML, TPL_LLAMA2 } tpl_kind;
+
+static char *append(char *s, size_t *len, const char *add) {
+    size_t a = strlen(add);
+    char *n = realloc(s, *len + a + 1);
+    if (!n) {
+        free(s);
+        return NULL;
+    }
+    memcpy(n + *len, add, a + 1);
+    *len += a;
+    return n;
+}
+
+static char *turn_text(tpl_kind k, const char *user, bool first) {
+    size_t len = 0;
+    char *s = calloc(1, 1);
+    if (k == TPL_CHATML) {
+        s = append(s, &len, first ? "" : "<|im_end|>\n");
+        s = s ? append(s, &len, "<|im_start|>user\n") : NULL;
+        s = s ? append(s, &len, user) : NULL;
+        s = s ? append(s, &len, "<|im_end|>\n<|im_start|>assistant\n") : NULL;
+    } else if (k == TPL_LLAMA2) {
+        s = append(s, &len, first ? "[INST] " : " [INST] ");
+        s = s ? append(s, &len, user) : NULL;
+        s = s ? append(s, &len, " [/INST]") : NULL;
+    } else {
+        s = append(s, &len, first ? "" : "\n\n");
+        s = s ? append(s, &len, user) : NULL;
+    }
+    return s;
+}
+
+static void add(acc *a, int tokens, double secs, int rounds, int drafted, int accepted) {
+    a->tokens += tokens;
+    a->secs += secs;
+    a->rounds += rounds;
+    a->drafted += drafted;
+    a->accepted += accepted;
+    a->turns += 1;
+}
+
+static void write_svg(const char *path, const char cats[][64], int n_cats, const method *ms, int n_m,
+                      double sp[][MAX_METHODS]) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "warning: cannot write %s\n", path);
+        return;
+    }
+    const char *colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7"};
+    int groups = n_cats + 1, bars = n_m - 1;
+    double W = 120 + groups * (bars * 22 + 30), H = 360, top = 40, bottom = 300, left = 70;
+    double ymax = 1.5;
+    for (int c = 0; c <= n_cats; c++)
+        for (int m = 1; m < n_m; m++)
+            if (sp[c][m] > ymax) ymax = sp[c][m];
+    ymax = (double)(int)(ymax * 2 + 1) / 2;
+    fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' font-family='sans-serif' font-size='11'>\n", W + 160, H);
+    fprintf(f, "<rect width='100%%' height='100%%' fill='white'/>\n<text x='%.0f' y='20' font-size='14'>speedup over plain decoding</text>\n", left);
+    for (double y = 0; y <= ymax + 1e-9; y += 0.5) {
+        double py = bottom - (bottom - top) * y / ymax;
+        fprintf(f, "<line x1='%.0f' x2='%.0f' y1='%.1f' y2='%.1f' stroke='#ddd'/><text x='%.0f' y='%.1f' text-anchor='end'>%.1f</text>\n",
+                left, W, py, py, left - 6, py + 4, y);
+    }
+    double p1 = bottom - (bottom - top) / ymax;
+    fprintf(f, "<line x1='%.0f' x2='%.0f' y1='%.1f' y2='%.1f' stroke='black' stroke-dasharray='4 3'/>\n", left, W, p1, p1);
+    for (int c = 0; c <= n_cats; c++) {
+        double gx = left + 15 + c * (bars * 22 + 30);
+        for (int m = 1; m < n_m; m++) {
+            double h = (bottom - top) * sp[c][m] / ymax, x = gx + (m - 1) * 22;
+            fprintf(f, "<rect x='%.1f' y='%.1f' width='18' height='%.1f' fill='%s'><title>%s %s: %.2fx</title></rect>\n", x,
+                    bottom - h, h, colors[(m - 1) % 8], c < n_cats ? cats[c] : "overall", ms[m].label, sp[c][m]);
+        }
+        fprintf(f, "<text x='%.1f' y='%.0f' text-anchor='middle'>%s</text>\n", gx + bars * 11, bottom + 16,
+                c < n_cats ? cats[c] : "overall");
+    }
+    for (int m = 1; m < n_m; m++)
+        fprintf(f, "<rect x='%.0f' y='%.0f' width='12' height='12' fill='%s'/><text x='%.0f' y='%.0f'>%s</text>\n", W + 10,
+                top + (m - 1) * 18, colors[(m - 1) % 8], W + 28, top + (m - 1) * 18 + 10, ms[m].label);
+    fprintf(f, "</svg>\n");
+    fclose(f);
+}
+
+int cmd_bench_spec(int argc, char **argv) {
+    const char *model_path = NULL, *prompts = NULL, *methods_s = "plain,ngram", *draft_path = NULL, *draft_type = NULL;
+    const char *json = NULL, *md = NULL, *plot = NULL;
+    int n_predict = 128, limit = 0;
+    bool ignore_eos = false;
+    sd_sampler_params spp = sd_sampler_default_params();
+    spp.temp = 0;
+    sd_ctx_params cp = sd_ctx_default_params();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--ignore-eos")) {
+            ignore_eos = true;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "error: %s needs a value (see specdec bench spec --help)\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
+        else if (!strcmp(a, "--prompts")) prompts = v;
+        else if (!strcmp(a, "--methods")) methods_s = v;
+        else if (!strcmp(a, "--draft-model")) draft_path = v;
+        else if (!strcmp(a, "--draft-type")) draft_type = v;
+        else if (!strcmp(a, "--json")) json = v;
+        else if (!strcmp(a, "--md")) md = v;
+        else if (!strcmp(a, "--plot")) plot = v;
+        else if (!strcmp(a, "-n")) { if (!cli_int(a, v, 1, 1 << 20, &n_predict)) return 2; }
+        else if (!strcmp(a, "--limit")) { if (!cli_int(a, v, 1, 1 << 20, &limit)) return 2; }
+        else if (!strcmp(a, "--temp")) { if (!cli_float(a, v, 0, 100, &spp.temp)) return 2; }
+        else if (!strcmp(a, "--seed")) {
+            unsigned long long s;
+            if (!cli_u64(a, v, &s)) return 2;
+            spp.seed = s;
+        } else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 1, 512, &cp.n_threads)) return 2; }
+        else if (!strcmp(a, "-c")) { if (!cli_int(a, v, 16, 1 << 20, &cp.n_ctx)) return 2; }
+        else {
+            fprintf(stderr, "error: unknown option '%s' (see specdec bench spec --help)\n", a);
+            return 2;
+        }
+    }
+    if (!model_path || !prompts) {
+        fprintf(stderr, "error: bench spec needs -m MODEL and --prompts FILE (see --help)\n");
+        return 2;
+    }
+    method ms[MAX_METHODS];
+    int n_m = 1;
+    parse_method("plain", &ms[0]);
+    {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", methods_s);
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (!strcmp(t, "plain")) continue;
+            if (n_m == MAX_METHODS || !parse_method(t, &ms[n_m])) {
+                if (n_m == MAX_METHODS) fprintf(stderr, "error: at most %d methods\n", MAX_METHODS - 1);
+                return 2;
+            }
+            if (ms[n_m].sp.method == SD_SPEC_DRAFT && !draft_path) {
+                fprintf(stderr, "error: method '%s' needs --draft-model\n", t);
+                return 2;
+            }
+            n_m++;
+        }
+    }
+    char err_s[512];
+    jl_question *qs = NULL;
+    int n_q = jl_load(prompts, &qs, err_s, sizeof err_s);
+    if (n_q < 0) {
+        fprintf(stderr, "error: %s\n", err_s);
+        return 1;
+    }
+    if (n_q == 0) {
+        fprintf(stderr, "error: %s holds no questions\n", prompts);
+        return 1;
+    }
+    const int n_total = n_q;
+    if (limit && limit < n_q) n_q = limit;
+    int max_turns = 1;
+    for (int q = 0; q < n_q; q++) max_turns = qs[q].n_turns > max_turns ? qs[q].n_turns : max_turns;
+    int rc = 1;
+    sd_error err;
+    sd_model *model = NULL, *dmodel = NULL;
+    sd_ctx *ctx = NULL, *dctx = NULL;
+    sd_sampler *smp = NULL;
+    int32_t *ctx_toks = NULL, *out = NULL, *answers = NULL; /* answers: plain outputs [n_q][max_turns][n_predict] */
+    int *ans_len = NULL;
+    if (sd_model_load(model_path, NULL, &model, &err) != SD_OK) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        goto done;
+    }
+    sd_model_info info;
+    sd_model_get_info(model, &info);
+    if (sd_ctx_new(model, &cp, &ctx, &err) != SD_OK) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        goto done;
+    }
+    if (draft_path) {
+        sd_model_params dp = sd_model_default_params();
+        dp.convert_type = draft_type;
+        sd_ctx_params dcp = cp;
+        dcp.n_ctx = sd_ctx_n_ctx(ctx);
+        if (sd_model_load(draft_path, &dp, &dmodel, &err) != SD_OK || sd_vocab_compatible(model, dmodel, &err) != SD_OK ||
+            sd_ctx_new(dmodel, &dcp, &dctx, &err) != SD_OK) {
+            fprintf(stderr, "error: draft model %s: %s\n", draft_path, err.msg);
+            goto done;
+        }
+        for (int m = 0; m < n_m; m++) ms[m].sp.draft_ctx = dctx;
+    }
+    char tplbuf[256] = "";
+    tpl_kind tpl = TPL_PLAIN;
+    if (sd_model_meta_str(model, "tokenizer.chat_template", tplbuf, sizeof tplbuf) > 0) {
+        if (strstr(tplbuf, "<|im_start|>")) tpl = TPL_CHATML;
+        else if (strstr(tplbuf, "[INST]")) tpl = TPL_LLAMA2;
+    }
+    const int n_ctx = sd_ctx_n_ctx(ctx);
+    fprintf(stderr, "bench spec: %s (%s), %d questions from %s, %d methods, %s, %s format, %d tokens per turn, context %d\n",
+            model_path, info.weight_type, n_q, prompts, n_m, spp.temp > 0 ? "sampling" : "greedy",
+            tpl == TPL_CHATML ? "chatml" : tpl == TPL_LLAMA2 ? "llama-2 chat" : "plain-text", n_predict, n_ctx);
+    if (sd_sampler_new(&spp, info.n_vocab, &smp, &err) != SD_OK) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        goto done;
+    }
+    char cats[MAX_CATS][64];
+    int n_cats = 0;
+    int *qcat = malloc((size_t)n_q * sizeof *qcat);
+    for (int q = 0; q < n_q; q++) {
+        int c = 0;
+        while (c < n_cats && strcmp(cats[c], qs[q].category)) c++;
+        if (c == n_cats) {
+            if (n_cats == MAX_CATS) c = MAX_CATS - 1;
+            else snprintf(cats[n_cats++], 64, "%s", qs[q].category);
+        }
+        qcat[q] = c;
+    }
+    static acc A[MAX_CATS + 1][MAX_METHODS];
+    memset(A, 0, sizeof A);
+    ctx_toks = malloc((size_t)n_ctx * sizeof *ctx_toks);
+    out = malloc((size_t)n_ctx * sizeof *out);
+    answers = malloc((size_t)n_q * max_turns * n_predict * sizeof *answers);
+    ans_len = calloc((size_t)n_q * max_turns, sizeof *ans_len);
+    if (!ctx_toks || !out || !answers || !ans_len) {
+        fprintf(stderr, "error: out of memory\n");
+        goto done;
+    }
+    int skipped = 0, mismatched = 0;
+    double t_start = cmd_now();
+    for (int m = 0; m < n_m; m++) {
+        for (int q = -1; q < n_q; q++) { /* q = -1: warm-up on the first question, not recorded */
+            const jl_question *Q = &qs[q < 0 ? 0 : q];
+            int n_ctx_toks = 0;
+            for (int t = 0; t < Q->n_turns; t++) {
+                char *txt = turn_text(tpl, Q->turns[t], t == 0);
+                int nt = 0;
+                bool bos = t == 0 && sd_model_add_bos(model);
+                sd_status st = txt ? sd_tokenize(model, txt, strlen(txt), bos, true, ctx_toks + n_ctx_toks,
+                                                 n_ctx - n_ctx_toks, &nt, &err)
+                                   : SD_ERR_NOMEM;
+                free(txt);
+                if (st != SD_OK || n_ctx_toks + nt + 2 > n_ctx) { /* turn does not fit */
+                    if (q >= 0 && m == 0) skipped++;
+                    break;
+                }
+                n_ctx_toks += nt;
+                int np = n_predict < n_ctx - n_ctx_toks ? n_predict : n_ctx - n_ctx_toks;
+                int n_out = 0;
+                double secs;
+                int rounds, drafted = 0, accepted = 0;
+                if (ms[m].plain) {
+                    sd_gen_stats gs;
+                    st = sd_generate(ctx, smp, ctx_toks, n_ctx_toks, np, ignore_eos, out, &n_out, NULL, NULL, &gs, &err);
+                    secs = gs.t_gen_s;
+                    rounds = n_out;
+                } else {
+                    sd_spec_stats ss;
+                    st = sd_spec_generate(ctx, smp, &ms[m].sp, ctx_toks, n_ctx_toks, np, ignore_eos, out, &n_out, NULL,
+                                          NULL, &ss, &err);
+                    secs = ss.t_gen_s;
+                    rounds = ss.n_rounds;
+                    drafted = ss.n_drafted;
+                    accepted = ss.n_accepted;
+                }
+                if (st != SD_OK) {
+                    fprintf(stderr, "\nerror: question %s, method %s: %s\n", Q->id, ms[m].label, err.msg);
+                    goto done;
+                }
+                if (q >= 0 && spp.temp <= 0) { /* greedy: every method must reproduce plain decoding */
+                    int32_t *ref = answers + ((size_t)q * max_turns + t) * n_predict;
+                    int *rl = &ans_len[q * max_turns + t];
+                    if (m == 0) {
+                        memcpy(ref, out, (size_t)n_out * sizeof *out);
+                        *rl = n_out;
+                    } else if (*rl != n_out || memcmp(ref, out, (size_t)n_out * sizeof *out)) {
+                        mismatched++;
+                    }
+                }
+                if (q >= 0) {
+                    add(&A[qcat[q]][m], n_out, secs, rounds, drafted, accepted);
+                    add(&A[n_cats][m], n_out, secs, rounds, drafted, accepted);
+                }
+                memcpy(ctx_toks + n_ctx_toks, out, (size_t)n_out * sizeof *out);
+                n_ctx_toks += n_out;
+            }
+            if (q >= 0) {
+                double el = cmd_now() - t_start;
+                fprintf(stderr, "\r[%d/%d %-18.18s] question %3d/%d  %-14.14s %7.1f tok/s  elapsed %5.0f s ", m + 1, n_m,
+                        ms[m].label, q + 1, n_q, cats[qcat[q]],
+                        A[n_cats][m].secs > 0 ? A[n_cats][m].tokens / A[n_cats][m].secs : 0.0, el);
+            }
+        }
+    }
+    fprintf(stderr, "\n");
+    if (spp.temp <= 0)
+        fprintf(stderr, "greedy outputs: %s\n",
+                mismatched ? "SOME DIFFER FROM PLAIN DECODING (a bug: please report)" : "every method identical to plain decoding");
+    if (skipped) fprintf(stderr, "note: %d turns did not fit the context (%d) and were skipped\n", skipped, n_ctx);
+    /* tables */
+    static double SP[MAX_CATS + 1][MAX_METHODS];
+    FILE *mdf = md ? fopen(md, "w") : NULL;
+    FILE *outs[2] = {stdout, mdf};
+    for (int o = 0; o < 2; o++) {
+        FILE *f = outs[o];
+        if (!f) continue;
+        fprintf(f, "model: %s (%s), prompts: %s (%d questions), %s, %d tokens per turn, %d threads\n\n", model_path,
+                info.weight_type, prompts, n_q, spp.temp > 0 ? "sampling" : "greedy", n_predict, sd_ctx_n_threads(ctx));
+        fprintf(f, "| category | method | tokens | tok/s | speedup | tau | alpha | discard rate | verification rate |\n");
+        fprintf(f, "|---|---|---|---|---|---|---|---|---|\n");
+        for (int c = 0; c <= n_cats; c++)
+            for (int m = 0; m < n_m; m++) {
+                acc *a = &A[c][m], *p = &A[c][0];
+                double tps = a->secs > 0 ? a->tokens / a->secs : 0, ptps = p->secs > 0 ? p->tokens / p->secs : 0;
+                SP[c][m] = ptps > 0 ? tps / ptps : 0;
+                fprintf(f, "| %s | %s | %.0f | %.2f | %.2fx | %.2f | ", c < n_cats ? cats[c] : "**overall**", ms[m].label,
+                        a->tokens, tps, SP[c][m], a->rounds > 0 ? a->tokens / a->rounds : 0);
+                if (ms[m].plain) fprintf(f, "- | - | %.3f |\n", a->tokens > 0 ? a->rounds / a->tokens : 0);
+                else
+                    fprintf(f, "%.3f | %.3f | %.3f |\n", a->drafted > 0 ? a->accepted / a->drafted : 0,
+                            a->tokens > 0 ? (a->drafted - a->accepted) / a->tokens : 0,
+                            a->tokens > 0 ? a->rounds / a->tokens : 0);
+            }
+    }
+    if (mdf) fclose(mdf);
+    if (json) {
+        FILE *f = fopen(json, "w");
+        if (f) {
+            fprintf(f, "{\"model\": \"%s\", \"prompts\": \"%s\", \"questions\": %d, \"tokens_per_turn\": %d, \"greedy\": %s, \"results\": [",
+                    model_path, prompts, n_q, n_predict, spp.temp > 0 ? "false" : "true");
+            for (int c = 0; c <= n_cats; c++)
+                for (int m = 0; m < n_m; m++) {
+                    acc *a = &A[c][m];
+                    fprintf(f,
+                            "%s\n  {\"category\": \"%s\", \"method\": \"%s\", \"tokens\": %.0f, \"seconds\": %.6f, \"tok_s\": %.4f, "
+                            "\"speedup\": %.4f, \"tau\": %.4f, \"alpha\": %.4f, \"discard_rate\": %.4f, \"verification_rate\": %.4f}",
+                            (c || m) ? "," : "", c < n_cats ? cats[c] : "overall", ms[m].label, a->tokens, a->secs,
+                            a->secs > 0 ? a->tokens / a->secs : 0, SP[c][m], a->rounds > 0 ? a->tokens / a->rounds : 0,
+                            a->drafted > 0 ? a->accepted / a->drafted : 0,
+                            a->tokens > 0 ? (a->drafted - a->accepted) / a->tokens : 0,
+                            a->tokens > 0 ? a->rounds / a->tokens : 0);
+                }
+            fprintf(f, "\n]}\n");
+            fclose(f);
+        }
+    }
+    if (plot && n_m > 1) write_svg(plot, (const char(*)[64])cats, n_cats, ms, n_m, SP);
+    free(qcat);
+    rc = mismatched ? 3 : 0;
+done:
+    free(answers);
+    free(ctx_toks);
+    free(out);
+    sd_sampler_free(smp);
+    sd_ctx_free(ctx);
+    sd_ctx_free(dctx);
+    sd_model_free(model);
+    sd_model_free(dmodel);
+    free(ans_len);
+    jl_free(qs, n_total);
+    return rc;
+}

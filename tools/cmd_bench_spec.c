@@ -21,7 +21,7 @@ typedef struct method {
 } method;
 
 typedef struct acc {
-    double tokens, secs, rounds, drafted, accepted, turns;
+    double tokens, secs, rounds, drafted, accepted, turns, t_draft, t_verify;
 } acc;
 
 static void usage(FILE *f) {
@@ -126,7 +126,9 @@ static char *turn_text(tpl_kind k, const char *user, bool first) {
     return s;
 }
 
-static void add(acc *a, int tokens, double secs, int rounds, int drafted, int accepted) {
+static void add(acc *a, int tokens, double secs, int rounds, int drafted, int accepted, double t_draft, double t_verify) {
+    a->t_draft += t_draft;
+    a->t_verify += t_verify;
     a->tokens += tokens;
     a->secs += secs;
     a->rounds += rounds;
@@ -348,16 +350,20 @@ int cmd_bench_spec(int argc, char **argv) {
                 int n_out = 0;
                 double secs;
                 int rounds, drafted = 0, accepted = 0;
+                double t_draft = 0, t_verify;
                 if (ms[m].plain) {
                     sd_gen_stats gs;
                     st = sd_generate(ctx, smp, ctx_toks, n_ctx_toks, np, ignore_eos, out, &n_out, NULL, NULL, &gs, &err);
                     secs = gs.t_gen_s;
+                    t_verify = secs; /* every step is a target pass */
                     rounds = n_out;
                 } else {
                     sd_spec_stats ss;
                     st = sd_spec_generate(ctx, smp, &ms[m].sp, ctx_toks, n_ctx_toks, np, ignore_eos, out, &n_out, NULL,
                                           NULL, &ss, &err);
                     secs = ss.t_gen_s;
+                    t_draft = ss.t_draft_s;
+                    t_verify = ss.t_verify_s;
                     rounds = ss.n_rounds;
                     drafted = ss.n_drafted;
                     accepted = ss.n_accepted;
@@ -377,8 +383,8 @@ int cmd_bench_spec(int argc, char **argv) {
                     }
                 }
                 if (q >= 0) {
-                    add(&A[qcat[q]][m], n_out, secs, rounds, drafted, accepted);
-                    add(&A[n_cats][m], n_out, secs, rounds, drafted, accepted);
+                    add(&A[qcat[q]][m], n_out, secs, rounds, drafted, accepted, t_draft, t_verify);
+                    add(&A[n_cats][m], n_out, secs, rounds, drafted, accepted, t_draft, t_verify);
                 }
                 memcpy(ctx_toks + n_ctx_toks, out, (size_t)n_out * sizeof *out);
                 n_ctx_toks += n_out;
@@ -421,6 +427,20 @@ int cmd_bench_spec(int argc, char **argv) {
                             a->tokens > 0 ? a->rounds / a->tokens : 0);
             }
     }
+    for (int o = 0; o < 2; o++) {
+        FILE *f = outs[o];
+        if (!f) continue;
+        fprintf(f, "\nwhere the time goes (overall): drafting, target passes (verification; plain: decode steps), the rest "
+                   "(acceptance, sampling, cache rollback, bookkeeping)\n\n| method | ms/token | draft | verify | other | "
+                   "ms per target pass |\n|---|---|---|---|---|---|\n");
+        for (int m = 0; m < n_m; m++) {
+            acc *a = &A[n_cats][m];
+            double tot = a->secs > 0 ? a->secs : 1;
+            fprintf(f, "| %s | %.3f | %.0f%% | %.0f%% | %.0f%% | %.3f |\n", ms[m].label,
+                    a->tokens > 0 ? 1000 * a->secs / a->tokens : 0, 100 * a->t_draft / tot, 100 * a->t_verify / tot,
+                    100 * (a->secs - a->t_draft - a->t_verify) / tot, a->rounds > 0 ? 1000 * a->t_verify / a->rounds : 0);
+        }
+    }
     if (mdf) fclose(mdf);
     if (json) {
         FILE *f = fopen(json, "w");
@@ -432,12 +452,13 @@ int cmd_bench_spec(int argc, char **argv) {
                     acc *a = &A[c][m];
                     fprintf(f,
                             "%s\n  {\"category\": \"%s\", \"method\": \"%s\", \"tokens\": %.0f, \"seconds\": %.6f, \"tok_s\": %.4f, "
-                            "\"speedup\": %.4f, \"tau\": %.4f, \"alpha\": %.4f, \"discard_rate\": %.4f, \"verification_rate\": %.4f}",
+                            "\"speedup\": %.4f, \"tau\": %.4f, \"alpha\": %.4f, \"discard_rate\": %.4f, \"verification_rate\": %.4f, "
+                            "\"draft_s\": %.6f, \"verify_s\": %.6f}",
                             (c || m) ? "," : "", c < n_cats ? cats[c] : "overall", ms[m].label, a->tokens, a->secs,
                             a->secs > 0 ? a->tokens / a->secs : 0, SP[c][m], a->rounds > 0 ? a->tokens / a->rounds : 0,
                             a->drafted > 0 ? a->accepted / a->drafted : 0,
                             a->tokens > 0 ? (a->drafted - a->accepted) / a->tokens : 0,
-                            a->tokens > 0 ? a->rounds / a->tokens : 0);
+                            a->tokens > 0 ? a->rounds / a->tokens : 0, a->t_draft, a->t_verify);
                 }
             fprintf(f, "\n]}\n");
             fclose(f);

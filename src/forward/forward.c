@@ -74,6 +74,16 @@ void fwd_rmsnorm(const float *x, const float *g, int n, float eps, float *out) {
     for (int i = 0; i < n; i++) out[i] = x[i] * s * g[i];
 }
 
+/* cos/sin table for every position of the context (computed once; the same values every call) */
+static void rope_table(float *cs, int n_ctx, int hd, float base) {
+    for (int p = 0; p < n_ctx; p++)
+        for (int i = 0; i < hd / 2; i++) {
+            double theta = (double)p * pow((double)base, -2.0 * i / hd);
+            cs[((size_t)p * (hd / 2) + i) * 2] = (float)cos(theta);
+            cs[((size_t)p * (hd / 2) + i) * 2 + 1] = (float)sin(theta);
+        }
+}
+
 /* ------------------------------------------------------------------ context */
 sd_ctx_params sd_ctx_default_params(void) {
     sd_ctx_params p = {.n_ctx = 0, .n_seq = 1, .n_batch = 64, .n_threads = 0};
@@ -85,7 +95,7 @@ void sd_ctx_free(sd_ctx *c) {
     pool_free(c->pool);
     kv_free(&c->kv);
     void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->gate, c->up, c->tmp, c->xq, c->scores,
-                    c->cell, c->base, c->chain, c->par, c->seqs, c->poss, c->anc, c->seen};
+                    c->cell, c->base, c->chain, c->par, c->seqs, c->poss, c->anc, c->seen, c->rope_cs};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
 }
@@ -144,13 +154,15 @@ sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **ou
     c->poss = malloc(B * sizeof(int));
     c->anc = malloc((size_t)p.n_threads * B * sizeof(int));
     c->seen = malloc((size_t)p.n_seq * sizeof(int));
+    c->rope_cs = malloc((size_t)p.n_ctx * hp->head_dim * sizeof(float));
     c->pool = pool_new(p.n_threads);
     if (!c->x || !c->xn || !c->q || !c->k || !c->v || !c->gate || !c->up || !c->tmp || !c->xq || !c->scores ||
-        !c->cell || !c->base || !c->chain || !c->par || !c->seqs || !c->poss || !c->anc || !c->seen || !c->pool) {
+        !c->cell || !c->base || !c->chain || !c->par || !c->seqs || !c->poss || !c->anc || !c->seen || !c->rope_cs || !c->pool) {
         sd_ctx_free(c);
         return err_set(err, SD_ERR_NOMEM, "out of memory allocating context buffers (n_batch %d, n_ctx %d)", p.n_batch,
                        p.n_ctx);
     }
+    rope_table(c->rope_cs, p.n_ctx, hp->head_dim, hp->rope_base);
     *out = c;
     return SD_OK;
 }
@@ -196,12 +208,11 @@ sd_status sd_kv_read(const sd_ctx *c, int seq, int layer, int pos, float *k_out,
 }
 
 /* ------------------------------------------------------------------ the layer pieces */
-static void rope(float *x, int n_heads, int hd, int pos, float base, rope_kind kind) {
+static void rope(float *x, int n_heads, int hd, const float *cs_pos, rope_kind kind) {
     for (int h = 0; h < n_heads; h++) {
         float *v = x + (size_t)h * hd;
         for (int i = 0; i < hd / 2; i++) {
-            double theta = (double)pos * pow((double)base, -2.0 * i / hd);
-            float cs = (float)cos(theta), sn = (float)sin(theta);
+            float cs = cs_pos[2 * i], sn = cs_pos[2 * i + 1];
             int a = kind == ROPE_KIND_NORM ? 2 * i : i, b = kind == ROPE_KIND_NORM ? 2 * i + 1 : i + hd / 2;
             float x0 = v[a], x1 = v[b];
             v[a] = x0 * cs - x1 * sn;
@@ -283,8 +294,9 @@ static void layer_attention(sd_ctx *c, int l, int n) {
             for (int e = 0; e < KV; e++) k[e] += w->bk[e];
         if (w->bv)
             for (int e = 0; e < KV; e++) v[e] += w->bv[e];
-        rope(q, hp->n_head, hp->head_dim, c->poss[i], hp->rope_base, m->arch->rope);
-        rope(k, hp->n_head_kv, hp->head_dim, c->poss[i], hp->rope_base, m->arch->rope);
+        const float *cs = c->rope_cs + (size_t)c->poss[i] * hp->head_dim;
+        rope(q, hp->n_head, hp->head_dim, cs, m->arch->rope);
+        rope(k, hp->n_head_kv, hp->head_dim, cs, m->arch->rope);
         size_t o = kv_offset(&c->kv, c->seqs[i], l, c->cell[i]);
         memcpy(c->kv.k + o, k, (size_t)KV * sizeof(float));
         memcpy(c->kv.v + o, v, (size_t)KV * sizeof(float));

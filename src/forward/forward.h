@@ -31,6 +31,7 @@ struct sd_ctx {
     int *poss;     /* [B] position of each entry */
     int *anc;      /* [n_threads][B] ancestor scratch */
     int *seen;     /* [n_seq] scratch: entries per sequence */
+    float *rope_cs; /* [n_ctx][head_dim/2][2] cos, sin of pos * base^(-2i/head_dim) */
 };
 
 /* Runs one matmul Y[n][ldy] = X[n][ldx] W^T over the thread pool (quantizing X first for quantized W). */

@@ -163,6 +163,10 @@ typedef struct sd_block {
     const int32_t *parent;
 } sd_block;
 
+/* Trained exit heads (one affine "translator" per exit depth, applied to the hidden state before the shared final
+ * norm + LM head; see sd_train_exit_heads). Owned by the caller; must outlive every call that uses it. */
+typedef struct sd_exit_heads sd_exit_heads;
+
 typedef struct sd_forward_args {
     int layer_begin;          /* first layer run, 0..n_layer-1 */
     int layer_end;            /* one past the last layer run; 0 means n_layer */
@@ -171,6 +175,9 @@ typedef struct sd_forward_args {
     float *logits;            /* [n_wanted][n_vocab] out, in block order (final norm + LM head on the state after
                                  layer_end-1); NULL = no logits */
     float *hidden;            /* [n][n_embd] out: state after layer_end-1, before the final norm; NULL = not wanted */
+    float *hidden_layers;     /* [layer_end - layer_begin][n][n_embd] out: the state after every layer run; NULL */
+    const sd_exit_heads *exit_heads; /* when layer_end < n_layer: the head for depth layer_end is applied before the
+                                        final norm for the logits (if it has one); NULL = the plain shared head */
 } sd_forward_args;
 
 /* Runs layers [layer_begin, layer_end) over the block, appending each position's K/V to the caches of the layers
@@ -179,6 +186,17 @@ typedef struct sd_forward_args {
  * the caches changes (SD_ERR_CTX_FULL when a sequence has no room). The bits of a position's results do not
  * depend on the other positions in the block nor on the thread count (batch invariance). */
 sd_status sd_forward(sd_ctx *ctx, const sd_block *block, const sd_forward_args *args, sd_error *err);
+
+/* Loads heads written by sd_train_exit_heads; refuses heads made for another model (shape or weights). */
+sd_status sd_exit_heads_load(const sd_model *model, const char *path, sd_exit_heads **out, sd_error *err);
+void sd_exit_heads_free(sd_exit_heads *heads);
+/* The depths (1..n_layer-1) that have a head: writes up to cap of them, returns how many there are. */
+int sd_exit_heads_depths(const sd_exit_heads *heads, int *depths, int cap);
+
+/* Logits of hidden states taken after `depth` layers (1..n_layer): [exit head for that depth,] final norm, LM head.
+ * h: [n][n_embd]; logits: [n][n_vocab]; n <= n_batch. The bits equal those sd_forward gives for the same state. */
+sd_status sd_lm_head(sd_ctx *ctx, const float *h, int n, int depth, const sd_exit_heads *heads, float *logits,
+                     sd_error *err);
 
 /* ---------------------------------------------------------------- sampling */
 typedef struct sd_sampler_params {
@@ -231,6 +249,8 @@ typedef enum sd_spec_method {
     SD_SPEC_NONE = 0, /* plain decoding through the same loop (gamma 0) */
     SD_SPEC_DRAFT,    /* a separate draft model (its own context and KV cache) */
     SD_SPEC_NGRAM,    /* prompt lookup: continue the latest earlier match of the last n tokens */
+    SD_SPEC_EARLY_EXIT, /* LayerSkip self-speculation: draft with layers [0, exit_layer) of the target + its LM head
+                           (or a trained exit head); verify layers [exit_layer, L) over the cached states */
 } sd_spec_method;
 
 typedef enum sd_ctrl_kind {
@@ -255,6 +275,8 @@ typedef struct sd_spec_params {
     float p_min;       /* conf-stop threshold, default 0.75 */
     float dv_target, dv_eps, dv_theta0; /* DV: 0.8, 0.01, 0.5 */
     int ngram_max, ngram_min;           /* lookup n-gram sizes, default 3 and 1 */
+    int exit_layer;                     /* early exit: layers run by the draft, 1..n_layer-1 (default 0: n_layer/2) */
+    const sd_exit_heads *exit_heads;    /* early exit: trained heads (NULL: the model's own final norm + LM head) */
     /* optional: called after every round (tests check the caches there); return false to stop */
     bool (*round_cb)(const sd_spec_round *r, void *user);
     void *round_user;

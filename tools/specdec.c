@@ -43,6 +43,9 @@ static void usage_generate(FILE *f) {
             "  -s, --seed S            RNG seed (default: from the clock, printed to stderr)\n"
             "speculative decoding (lossless: greedy output == plain greedy output):\n"
             "      --spec METHOD       none (default) | draft (a separate draft model) | ngram (prompt lookup)\n"
+            "                          | early-exit (LayerSkip: the target's first --exit-layer layers draft)\n"
+            "      --exit-layer E      early exit: layers the draft runs (1..L-1, default L/2)\n"
+            "      --exit-heads FILE   trained exit heads (specdec train exit-heads) instead of the shared LM head\n"
             "      --draft-model FILE  the draft model for --spec draft (same tokenizer as the target)\n"
             "      --draft-type TYPE   convert the draft's weights at load: f32|f16|bf16|q8_0|q4_0 (e.g. the target\n"
             "                          file itself as a q4_0 self-draft)\n"
@@ -107,7 +110,8 @@ int cmd_generate(int argc, char **argv) {
     sd_sampler_params sp = sd_sampler_default_params();
     sd_ctx_params cp = sd_ctx_default_params();
     sd_spec_params spec = sd_spec_default_params();
-    const char *draft_path = NULL, *draft_type = NULL;
+    const char *draft_path = NULL, *draft_type = NULL, *heads_path = NULL;
+    sd_exit_heads *heads = NULL;
     bool compare = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -142,8 +146,9 @@ int cmd_generate(int argc, char **argv) {
             if (!strcmp(v, "none")) spec.method = SD_SPEC_NONE;
             else if (!strcmp(v, "draft")) spec.method = SD_SPEC_DRAFT;
             else if (!strcmp(v, "ngram")) spec.method = SD_SPEC_NGRAM;
+            else if (!strcmp(v, "early-exit")) spec.method = SD_SPEC_EARLY_EXIT;
             else {
-                fprintf(stderr, "error: --spec expects none, draft or ngram, got '%s'\n", v);
+                fprintf(stderr, "error: --spec expects none, draft, ngram or early-exit, got '%s'\n", v);
                 return 2;
             }
         } else if (IS("--ctrl", "--ctrl")) {
@@ -166,6 +171,8 @@ int cmd_generate(int argc, char **argv) {
         else if (IS("--ngram-max", "--ngram-max")) { NEED(); if (!cli_int(a, v, 1, 64, &spec.ngram_max)) return 2; }
         else if (IS("--ngram-min", "--ngram-min")) { NEED(); if (!cli_int(a, v, 1, 64, &spec.ngram_min)) return 2; }
         else if (IS("--compare", "--compare")) compare = true;
+        else if (IS("--exit-layer", "--exit-layer")) { NEED(); if (!cli_int(a, v, 1, 1024, &spec.exit_layer)) return 2; }
+        else if (IS("--exit-heads", "--exit-heads")) { NEED(); heads_path = v; }
         else if (IS("-s", "--seed")) {
             NEED();
             unsigned long long s;
@@ -258,6 +265,18 @@ int cmd_generate(int argc, char **argv) {
         }
         spec.draft_ctx = dctx;
     }
+    if (heads_path) {
+        if (sd_exit_heads_load(model, heads_path, &heads, &err) != SD_OK) {
+            fprintf(stderr, "error: --exit-heads: %s\n", err.msg);
+            goto done;
+        }
+        spec.exit_heads = heads;
+    }
+    if (spec.method == SD_SPEC_EARLY_EXIT && spec.exit_layer >= info.n_layer) {
+        fprintf(stderr, "error: --exit-layer %d: the draft runs layers [0, E) with 1 <= E <= %d for this %d-layer model\n",
+                spec.exit_layer, info.n_layer - 1, info.n_layer);
+        goto done;
+    }
     if (sd_sampler_new(&sp, info.n_vocab, &smp, &err) != SD_OK) {
         fprintf(stderr, "error: %s\n", err.msg);
         goto done;
@@ -337,6 +356,7 @@ int cmd_generate(int argc, char **argv) {
     }
     rc = 0;
 done:
+    sd_exit_heads_free(heads);
     free(plain);
     free(spec_out);
     sd_ctx_free(dctx);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/exit_heads.h"
 #include "util/err.h"
 
 /* ------------------------------------------------------------------ matmul over the pool */
@@ -324,6 +325,20 @@ static void layer_mlp(sd_ctx *c, int l, int n) {
     for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->tmp[i];
 }
 
+/* ------------------------------------------------------------------ LM head */
+/* rows[n][E] (overwritten) are states after `depth` layers: [exit head,] final norm, LM head -> logits[n][V]. */
+static void lm_head_rows(sd_ctx *c, float *rows, int n, int depth, const sd_exit_heads *heads, float *logits) {
+    const sd_model *m = c->m;
+    const int E = m->hp.n_embd;
+    if (depth < m->hp.n_layer && exit_heads_has(heads, depth)) {
+        fwd_matmul(c, &heads->A[depth], rows, E, n, c->xn, E);
+        for (int i = 0; i < n; i++)
+            for (int e = 0; e < E; e++) rows[(size_t)i * E + e] = c->xn[(size_t)i * E + e] + heads->b[depth][e];
+    }
+    for (int i = 0; i < n; i++) fwd_rmsnorm(rows + (size_t)i * E, m->out_norm, E, m->hp.norm_eps, rows + (size_t)i * E);
+    fwd_matmul(c, &m->output, rows, E, n, logits, m->hp.n_vocab);
+}
+
 /* ------------------------------------------------------------------ the forward call */
 sd_status sd_forward(sd_ctx *c, const sd_block *b, const sd_forward_args *a, sd_error *err) {
     if (!c || !b || !a) return err_set(err, SD_ERR_ARG, "sd_forward: NULL argument");
@@ -387,6 +402,7 @@ sd_status sd_forward(sd_ctx *c, const sd_block *b, const sd_forward_args *a, sd_
     for (int l = lb; l < le; l++) {
         if (!a->skip || !a->skip[2 * l]) layer_attention(c, l, n);
         if (!a->skip || !a->skip[2 * l + 1]) layer_mlp(c, l, n);
+        if (a->hidden_layers) memcpy(a->hidden_layers + (size_t)(l - lb) * n * E, c->x, (size_t)n * E * sizeof(float));
     }
     /* commit the new cache entries */
     for (int i = 0; i < n; i++)
@@ -400,9 +416,20 @@ sd_status sd_forward(sd_ctx *c, const sd_block *b, const sd_forward_args *a, sd_
         int k = 0;
         for (int i = 0; i < n; i++) {
             bool want = a->want_logits ? a->want_logits[i] != 0 : i == n - 1;
-            if (want) fwd_rmsnorm(c->x + (size_t)i * E, m->out_norm, E, hp->norm_eps, c->tmp + (size_t)k++ * E);
+            if (want) memcpy(c->tmp + (size_t)k++ * E, c->x + (size_t)i * E, (size_t)E * sizeof(float));
         }
-        fwd_matmul(c, &m->output, c->tmp, E, n_logits, a->logits, hp->n_vocab);
+        lm_head_rows(c, c->tmp, n_logits, le, a->exit_heads, a->logits);
     }
+    return SD_OK;
+}
+
+sd_status sd_lm_head(sd_ctx *c, const float *h, int n, int depth, const sd_exit_heads *heads, float *logits,
+                     sd_error *err) {
+    if (!c || !h || !logits || n < 1 || n > c->n_batch || depth < 1 || depth > c->m->hp.n_layer)
+        return err_set(err, SD_ERR_ARG, "sd_lm_head: %d states at depth %d (1..%d states, depth 1..%d)", n, depth,
+                       c ? c->n_batch : 0, c ? c->m->hp.n_layer : 0);
+    if (heads && heads->n_embd != c->m->hp.n_embd) return err_set(err, SD_ERR_ARG, "sd_lm_head: heads for another model");
+    memcpy(c->tmp, h, (size_t)n * c->m->hp.n_embd * sizeof(float));
+    lm_head_rows(c, c->tmp, n, depth, heads, logits);
     return SD_OK;
 }

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "ctrl/ctrl.h"
+#include "model/exit_heads.h"
 #include "model/model.h"
 #include "spec/accept.h"
 #include "spec/spec.h"
@@ -71,6 +72,14 @@ static sd_status check_params(sd_ctx *target, const sd_spec_params *sp, sd_error
         if (sd_ctx_n_batch(sp->draft_ctx) < 1) return err_set(err, SD_ERR_ARG, "draft context has no batch");
         sd_status st = sd_vocab_compatible(sd_ctx_model(target), sd_ctx_model(sp->draft_ctx), err);
         if (st) return st;
+    } else if (sp->method == SD_SPEC_EARLY_EXIT) {
+        int L = sd_ctx_model(target)->hp.n_layer;
+        if (L < 2) return err_set(err, SD_ERR_ARG, "early exit needs a model with at least 2 layers");
+        if (sp->exit_layer < 0 || sp->exit_layer >= L)
+            return err_set(err, SD_ERR_ARG, "exit layer %d out of range: the draft runs layers [0, E) with 1 <= E <= %d",
+                           sp->exit_layer, L - 1);
+        if (sp->exit_heads && sp->exit_heads->n_embd != sd_ctx_model(target)->hp.n_embd)
+            return err_set(err, SD_ERR_ARG, "exit heads are for another model");
     } else if (sp->method != SD_SPEC_NONE && sp->method != SD_SPEC_NGRAM) {
         return err_set(err, SD_ERR_ARG, "unknown speculative method %d", (int)sp->method);
     }
@@ -109,6 +118,8 @@ sd_status sd_spec_generate(sd_ctx *target, sd_sampler *smp, const sd_spec_params
     drafter *d = NULL;
     if (sp.method == SD_SPEC_DRAFT) d = drafter_model_new(sp.draft_ctx, smp, err);
     else if (sp.method == SD_SPEC_NGRAM) d = drafter_ngram_new(sp.ngram_max, sp.ngram_min);
+    else if (sp.method == SD_SPEC_EARLY_EXIT)
+        d = drafter_exit_new(target, sp.exit_layer ? sp.exit_layer : m->hp.n_layer / 2, sp.exit_heads, smp, gmax, err);
     if (!hist || !drafts || !logits || (!greedy && !q) || !p || !scratch || !want || !c ||
         (sp.method != SD_SPEC_NONE && !d)) {
         st = err_set(err, SD_ERR_NOMEM, "out of memory");
@@ -142,7 +153,7 @@ sd_status sd_spec_generate(sd_ctx *target, sd_sampler *smp, const sd_spec_params
         int k = 0;
         bool onehot = true;
         double ta = now_s();
-        if (max > 0) {
+        if (d) { /* also with max == 0: a drafter may have per-round state to reset */
             k = d->draft(d, hist, n, max, c, drafts, q, &onehot, err);
             if (k < 0) {
                 st = err ? err->status : SD_ERR_ARG;
@@ -151,11 +162,15 @@ sd_status sd_spec_generate(sd_ctx *target, sd_sampler *smp, const sd_spec_params
         }
         double tb = now_s();
         /* verify: [pending, d_1..d_k] in one block, logits everywhere */
-        int32_t blk[257];
-        blk[0] = hist[n - 1];
-        memcpy(blk + 1, drafts, (size_t)k * sizeof *blk);
-        st = sd_forward(target, &(sd_block){.n = k + 1, .token = blk},
-                        &(sd_forward_args){.want_logits = want, .logits = logits}, err);
+        if (d && d->verify) {
+            st = d->verify(d, hist, n, drafts, k, logits, err);
+        } else {
+            int32_t blk[257];
+            blk[0] = hist[n - 1];
+            memcpy(blk + 1, drafts, (size_t)k * sizeof *blk);
+            st = sd_forward(target, &(sd_block){.n = k + 1, .token = blk},
+                            &(sd_forward_args){.want_logits = want, .logits = logits}, err);
+        }
         if (st) break;
         double tc = now_s();
         /* accept a prefix, then one token from the target */

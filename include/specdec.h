@@ -193,6 +193,41 @@ void sd_exit_heads_free(sd_exit_heads *heads);
 /* The depths (1..n_layer-1) that have a head: writes up to cap of them, returns how many there are. */
 int sd_exit_heads_depths(const sd_exit_heads *heads, int *depths, int cap);
 
+/* Trains exit heads (methods.md 3/4): caches the target's hidden states at every depth over a text corpus (stories
+ * separated by lines "<|endofstory|>"), then fits per depth an affine translator A h + b (A initialised to the
+ * identity) applied before the shared final norm + LM head, minimising KL(p_final || p_exit) with AdamW (decoupled
+ * weight decay toward the identity). Agreement = top-1 of the exit == top-1 of the final layer, on held-out text. */
+typedef struct sd_train_params {
+    const char *corpus_path;
+    int n_train_tokens;   /* positions to train on (default 16000) */
+    int n_heldout_tokens; /* positions held out for the agreement report (default 4000) */
+    int epochs;           /* passes over the training positions (default 3) */
+    int batch;            /* positions per AdamW step (default 32) */
+    float lr;             /* default 1e-3 */
+    float weight_decay;   /* default 0.01 */
+    int seq_len;          /* longest text chunk run through the model (default 256, cut to the context) */
+    const int *depths;    /* depths to train (1..n_layer-1); NULL = all */
+    int n_depths;
+    int n_threads;        /* 0 = online CPUs */
+    uint64_t seed;
+    void (*progress)(void *user, const char *line); /* optional progress lines */
+    void *user;
+} sd_train_params;
+
+typedef struct sd_train_report {
+    int n_train, n_heldout; /* positions used */
+    int n_layer;
+    float agree_before[256], agree_after[256]; /* indexed by depth; -1 where not trained */
+    float loss_first[256], loss_last[256];     /* mean KL over the first and the last epoch */
+    double seconds;
+} sd_train_report;
+
+sd_train_params sd_train_default_params(void);
+sd_status sd_train_exit_heads(const sd_model *model, const sd_train_params *params, sd_exit_heads **out,
+                              sd_train_report *report, sd_error *err);
+/* Writes heads to a GGUF file (loadable with sd_exit_heads_load). */
+sd_status sd_exit_heads_save(const sd_exit_heads *heads, const char *path, sd_error *err);
+
 /* Logits of hidden states taken after `depth` layers (1..n_layer): [exit head for that depth,] final norm, LM head.
  * h: [n][n_embd]; logits: [n][n_vocab]; n <= n_batch. The bits equal those sd_forward gives for the same state. */
 sd_status sd_lm_head(sd_ctx *ctx, const float *h, int n, int depth, const sd_exit_heads *heads, float *logits,

@@ -91,6 +91,7 @@ static void run_plain_cache(sd_ctx *c, const int32_t *seq, int n) {
 typedef struct pair_case {
     const char *name, *target, *target_conv, *draft, *draft_conv;
     sd_spec_method method;
+    int exit_layer;
 } pair_case;
 
 static void greedy_equivalence(const pair_case *pc, int n_predict, bool check_caches) {
@@ -131,6 +132,7 @@ static void greedy_equivalence(const pair_case *pc, int n_predict, bool check_ca
                 sd_spec_params sp = sd_spec_default_params();
                 sp.method = pc->method;
                 sp.draft_ctx = cd;
+                sp.exit_layer = pc->exit_layer;
                 sp.gamma = gammas[gi];
                 sp.gamma_max = gammas[gi] > 4 ? gammas[gi] : 4;
                 sp.ctrl = ctrls[ci];
@@ -372,14 +374,19 @@ static void bad_input(void) {
 
 int main(void) {
     const pair_case cases[] = {
-        {"stories260K + itself (draft)", "models/stories260K.gguf", NULL, "models/stories260K.gguf", NULL, SD_SPEC_DRAFT},
-        {"stories260K + its q8_0 copy (draft)", "models/stories260K.gguf", NULL, "models/stories260K.gguf", "q8_0", SD_SPEC_DRAFT},
-        {"stories260K + ngram", "models/stories260K.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM},
-        {"stories-plain + stories260K (draft)", "models/stories-plain.gguf", NULL, "models/stories260K.gguf", NULL, SD_SPEC_DRAFT},
-        {"tiny-spm f32 + tiny-spm q4_0 file", "models/tiny-llama-spm-f32.gguf", NULL, "models/tiny-llama-spm-q4_0.gguf", NULL, SD_SPEC_DRAFT},
-        {"tiny-spm f16 + its q4_0 copy", "models/tiny-llama-spm-f16.gguf", NULL, "models/tiny-llama-spm-f16.gguf", "q4_0", SD_SPEC_DRAFT},
-        {"tiny-gpt2 f32 + ngram", "models/tiny-llama-gpt2-f32.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM},
-        {"tiny-qwen2 f32 + ngram", "models/tiny-qwen2-gpt2-f32.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM},
+        {"stories260K + itself (draft)", "models/stories260K.gguf", NULL, "models/stories260K.gguf", NULL, SD_SPEC_DRAFT, 0},
+        {"stories260K + its q8_0 copy (draft)", "models/stories260K.gguf", NULL, "models/stories260K.gguf", "q8_0", SD_SPEC_DRAFT, 0},
+        {"stories260K + ngram", "models/stories260K.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM, 0},
+        {"stories-plain + stories260K (draft)", "models/stories-plain.gguf", NULL, "models/stories260K.gguf", NULL, SD_SPEC_DRAFT, 0},
+        {"tiny-spm f32 + tiny-spm q4_0 file", "models/tiny-llama-spm-f32.gguf", NULL, "models/tiny-llama-spm-q4_0.gguf", NULL, SD_SPEC_DRAFT, 0},
+        {"tiny-spm f16 + its q4_0 copy", "models/tiny-llama-spm-f16.gguf", NULL, "models/tiny-llama-spm-f16.gguf", "q4_0", SD_SPEC_DRAFT, 0},
+        {"tiny-gpt2 f32 + ngram", "models/tiny-llama-gpt2-f32.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM, 0},
+        {"tiny-qwen2 f32 + ngram", "models/tiny-qwen2-gpt2-f32.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM, 0},
+        {"stories260K early exit E=1", "models/stories260K.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 1},
+        {"stories260K early exit E=L-1=4", "models/stories260K.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 4},
+        {"stories-ee early exit E=2", "models/stories-ee.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 2},
+        {"tiny-spm q8_0 early exit E=1", "models/tiny-llama-spm-q8_0.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 1},
+        {"tiny-qwen2 early exit E=L-1=3", "models/tiny-qwen2-gpt2-f32.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 3},
     };
     int n_predict = scale() < 1 ? 24 : 48;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) greedy_equivalence(&cases[i], n_predict, true);

@@ -3,6 +3,7 @@
 #define SD_TOOLS_CMDS_H
 int cmd_generate(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_bench_spec(int argc, char **argv);
 double cmd_now(void); /* monotonic seconds */

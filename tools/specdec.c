@@ -17,6 +17,7 @@ static void usage_main(FILE *f) {
             "  generate   generate text from a prompt\n"
             "  bench      benchmarks: decode (vs roofline), block (T(k)/T(1)), bandwidth\n"
             "  gen-model  write a seeded random-weight GGUF of a real shape (for speed work)\n"
+            "  train      train exit heads (train exit-heads) for early-exit drafting\n"
             "  help       this text; `specdec <command> --help` for a command's options\n");
 }
 
@@ -382,6 +383,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "gen-model")) return cmd_gen_model(argc - 1, argv + 1);
+    if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
     fprintf(stderr, "error: unknown command '%s'\n\n", cmd);
     usage_main(stderr);
     return 2;

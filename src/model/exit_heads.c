@@ -33,7 +33,7 @@ static sd_exit_heads *alloc_heads(int L, int D, int V) {
     return h;
 }
 
-static float *head_A(sd_exit_heads *h, int d) { return h->store + (size_t)(d - 1) * ((size_t)h->n_embd * h->n_embd + h->n_embd); }
+float *exit_heads_A(sd_exit_heads *h, int d) { return h->store + (size_t)(d - 1) * ((size_t)h->n_embd * h->n_embd + h->n_embd); }
 
 sd_exit_heads *exit_heads_new(const sd_model *m) {
     int L = m->hp.n_layer, D = m->hp.n_embd;
@@ -41,7 +41,7 @@ sd_exit_heads *exit_heads_new(const sd_model *m) {
     if (!h) return NULL;
     h->model_check = exit_heads_model_check(m);
     for (int d = 1; d < L; d++) {
-        float *A = head_A(h, d);
+        float *A = exit_heads_A(h, d);
         for (int i = 0; i < D; i++) A[(size_t)i * D + i] = 1.0f;
         h->b[d] = A + (size_t)D * D;
     }
@@ -50,7 +50,7 @@ sd_exit_heads *exit_heads_new(const sd_model *m) {
 
 void exit_heads_set_present(sd_exit_heads *h, int d) {
     int D = h->n_embd;
-    h->A[d] = (tensor){GGML_F32, D, D, (size_t)D * sizeof(float), head_A(h, d)};
+    h->A[d] = (tensor){GGML_F32, D, D, (size_t)D * sizeof(float), exit_heads_A(h, d)};
 }
 
 void sd_exit_heads_free(sd_exit_heads *h) {
@@ -169,4 +169,9 @@ sd_status sd_exit_heads_load(const sd_model *m, const char *path, sd_exit_heads 
     }
     *out = h;
     return SD_OK;
+}
+
+sd_status sd_exit_heads_save(const sd_exit_heads *h, const char *path, sd_error *err) {
+    if (!h || !path) return err_set(err, SD_ERR_ARG, "sd_exit_heads_save: NULL argument");
+    return exit_heads_save(h, path, err);
 }

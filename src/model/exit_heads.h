@@ -22,6 +22,8 @@ uint32_t exit_heads_model_check(const sd_model *m);
  * heads are initialised to identity (A = I, b = 0) but marked absent until set_present. */
 sd_exit_heads *exit_heads_new(const sd_model *m);
 void exit_heads_set_present(sd_exit_heads *h, int depth);
+/* The storage of depth d's A (D x D, row-major [out][in]), present or not; b[d] follows it. */
+float *exit_heads_A(sd_exit_heads *h, int d);
 sd_status exit_heads_save(const sd_exit_heads *h, const char *path, sd_error *err);
 /* Whether a head exists for depth d. */
 static inline int exit_heads_has(const sd_exit_heads *h, int d) {

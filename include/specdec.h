@@ -136,6 +136,9 @@ void sd_ctx_free(sd_ctx *ctx);
 int sd_ctx_n_ctx(const sd_ctx *ctx);
 int sd_ctx_n_batch(const sd_ctx *ctx);
 int sd_ctx_n_threads(const sd_ctx *ctx);
+/* Transformer layers run so far by this context, a layer counted once per forward call whatever the number of
+ * positions in the block (DEL's "layers loaded"; eTPL = generated tokens / layers loaded). */
+uint64_t sd_ctx_layer_passes(const sd_ctx *ctx);
 const sd_model *sd_ctx_model(const sd_ctx *ctx);
 
 /* KV cache. Each layer of each sequence holds a prefix of positions [0, len). */
@@ -286,6 +289,10 @@ typedef enum sd_spec_method {
     SD_SPEC_NGRAM,    /* prompt lookup: continue the latest earlier match of the last n tokens */
     SD_SPEC_EARLY_EXIT, /* LayerSkip self-speculation: draft with layers [0, exit_layer) of the target + its LM head
                            (or a trained exit head); verify layers [exit_layer, L) over the cached states */
+    SD_SPEC_DEL,        /* DEL: early exit whose exit layer E and length gamma are chosen every round from decayed
+                           shadow-token statistics (TPL), with a dynamic confidence threshold */
+    SD_SPEC_SPECBOUND,  /* SpecBound: each draft token exits at the first depth whose annealed confidence reaches
+                           tau; depth bound D, width bound W; states aligned to the deepest exit, one verify pass */
 } sd_spec_method;
 
 typedef enum sd_ctrl_kind {
@@ -312,6 +319,16 @@ typedef struct sd_spec_params {
     int ngram_max, ngram_min;           /* lookup n-gram sizes, default 3 and 1 */
     int exit_layer;                     /* early exit: layers run by the draft, 1..n_layer-1 (default 0: n_layer/2) */
     const sd_exit_heads *exit_heads;    /* early exit: trained heads (NULL: the model's own final norm + LM head) */
+    float del_omega;                    /* DEL: decay of the statistics (0.95) */
+    int del_dmax;                       /* DEL: longest draft (18) */
+    int del_init_tokens;                /* DEL: prompt tokens used to initialise the statistics (32) */
+    const int *del_layers;              /* DEL: candidate exit depths (NULL: all 1..L-1) — the bounded mode */
+    int del_n_layers;
+    int del_every;                      /* DEL: compute shadow tokens every k-th round only (1) — the bounded mode */
+    float sb_tau;                       /* SpecBound: exit when max softmax(z_l / T_l) >= tau, tau in (0, 1] (0.8) */
+    float sb_alpha;                     /* SpecBound: T_l = 1 + alpha (1 - l/L) (default 1) */
+    int sb_depth;                       /* SpecBound: depth bound D, 1..L-1 (0: 3L/4) */
+    int sb_width;                       /* SpecBound: width bound W (default 8) */
     /* optional: called after every round (tests check the caches there); return false to stop */
     bool (*round_cb)(const sd_spec_round *r, void *user);
     void *round_user;
@@ -327,6 +344,9 @@ typedef struct sd_spec_stats {
     double t_prompt_s;              /* prefill of target (and draft) */
     double t_gen_s;                 /* the whole generation after the prefill */
     double t_draft_s, t_verify_s;   /* parts of t_gen_s: drafting, target verification passes */
+    double t_aux_s;                 /* part of t_gen_s: method bookkeeping (DEL: shadow-token LM heads and statistics) */
+    uint64_t layer_passes;          /* target layers run (eTPL = n_gen / layer_passes) */
+    double mean_exit, mean_gamma;   /* DEL: mean chosen exit depth and draft bound over rounds */
 } sd_spec_stats;
 
 /* Speculative generation on sequence 0 of `target`: the same tokens as sd_generate with a greedy sampler, the same

@@ -92,7 +92,17 @@ typedef struct pair_case {
     const char *name, *target, *target_conv, *draft, *draft_conv;
     sd_spec_method method;
     int exit_layer;
+    void (*tweak)(sd_spec_params *sp); /* method parameters beyond gamma / ctrl */
 } pair_case;
+
+static void sb_default(sd_spec_params *sp) { sp->sb_tau = 0.5f; }
+static void sb_w1(sd_spec_params *sp) { sp->sb_tau = 0.3f, sp->sb_width = 1; }
+static void sb_d1(sd_spec_params *sp) { sp->sb_tau = 0.3f, sp->sb_depth = 1, sp->sb_alpha = 0; }
+static void sb_deep(sd_spec_params *sp) { sp->sb_tau = 0.6f, sp->sb_depth = 7, sp->sb_alpha = 2, sp->sb_width = 16; }
+static void del_bounded(sd_spec_params *sp) {
+    static const int layers[2] = {1, 3};
+    sp->del_layers = layers, sp->del_n_layers = 2, sp->del_every = 3, sp->del_dmax = 6;
+}
 
 static void greedy_equivalence(const pair_case *pc, int n_predict, bool check_caches) {
     sd_model *tm = load(pc->target, pc->target_conv), *dm = pc->draft ? load(pc->draft, pc->draft_conv) : NULL;
@@ -136,6 +146,9 @@ static void greedy_equivalence(const pair_case *pc, int n_predict, bool check_ca
                 sp.gamma = gammas[gi];
                 sp.gamma_max = gammas[gi] > 4 ? gammas[gi] : 4;
                 sp.ctrl = ctrls[ci];
+                if (pc->tweak) pc->tweak(&sp);
+                if (pc->method == SD_SPEC_SPECBOUND && sp.sb_width == 8) sp.sb_width = gammas[gi];
+                if (pc->method == SD_SPEC_DEL && !sp.del_layers) sp.del_dmax = gammas[gi];
                 round_check rc = {0};
                 rc.ok = true;
                 rc.target = ct;
@@ -359,6 +372,33 @@ static void bad_input(void) {
     CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 100, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG &&
               strstr(err.msg, "context"),
           "beyond the context: %s", err.msg);
+    sp = sd_spec_default_params();
+    sp.method = SD_SPEC_EARLY_EXIT;
+    sp.exit_layer = 5; /* = L */
+    CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 4, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG &&
+              strstr(err.msg, "exit layer"),
+          "exit layer L: %s", err.msg);
+    sp.method = SD_SPEC_SPECBOUND;
+    sp.exit_layer = 0;
+    float taus[3] = {0.0f, -0.5f, 1.5f};
+    for (int i = 0; i < 3; i++) {
+        sp.sb_tau = taus[i];
+        CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 4, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG &&
+                  strstr(err.msg, "tau"),
+              "SpecBound tau %g: %s", taus[i], err.msg);
+    }
+    sp.sb_tau = 0.8f;
+    sp.sb_depth = 5;
+    CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 4, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG, "SpecBound D = L");
+    sp.sb_depth = 0;
+    sp.sb_width = 0;
+    CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 4, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG, "SpecBound W = 0");
+    sp = sd_spec_default_params();
+    sp.method = SD_SPEC_DEL;
+    int badl = 7;
+    sp.del_layers = &badl;
+    sp.del_n_layers = 1;
+    CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 4, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG, "DEL depth 7");
     sd_model_params mp = sd_model_default_params();
     mp.convert_type = "q3_k";
     sd_model *x = NULL;
@@ -374,19 +414,28 @@ static void bad_input(void) {
 
 int main(void) {
     const pair_case cases[] = {
-        {"stories260K + itself (draft)", "models/stories260K.gguf", NULL, "models/stories260K.gguf", NULL, SD_SPEC_DRAFT, 0},
-        {"stories260K + its q8_0 copy (draft)", "models/stories260K.gguf", NULL, "models/stories260K.gguf", "q8_0", SD_SPEC_DRAFT, 0},
-        {"stories260K + ngram", "models/stories260K.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM, 0},
-        {"stories-plain + stories260K (draft)", "models/stories-plain.gguf", NULL, "models/stories260K.gguf", NULL, SD_SPEC_DRAFT, 0},
-        {"tiny-spm f32 + tiny-spm q4_0 file", "models/tiny-llama-spm-f32.gguf", NULL, "models/tiny-llama-spm-q4_0.gguf", NULL, SD_SPEC_DRAFT, 0},
-        {"tiny-spm f16 + its q4_0 copy", "models/tiny-llama-spm-f16.gguf", NULL, "models/tiny-llama-spm-f16.gguf", "q4_0", SD_SPEC_DRAFT, 0},
-        {"tiny-gpt2 f32 + ngram", "models/tiny-llama-gpt2-f32.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM, 0},
-        {"tiny-qwen2 f32 + ngram", "models/tiny-qwen2-gpt2-f32.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM, 0},
-        {"stories260K early exit E=1", "models/stories260K.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 1},
-        {"stories260K early exit E=L-1=4", "models/stories260K.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 4},
-        {"stories-ee early exit E=2", "models/stories-ee.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 2},
-        {"tiny-spm q8_0 early exit E=1", "models/tiny-llama-spm-q8_0.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 1},
-        {"tiny-qwen2 early exit E=L-1=3", "models/tiny-qwen2-gpt2-f32.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 3},
+        {"stories260K + itself (draft)", "models/stories260K.gguf", NULL, "models/stories260K.gguf", NULL, SD_SPEC_DRAFT, 0, NULL},
+        {"stories260K + its q8_0 copy (draft)", "models/stories260K.gguf", NULL, "models/stories260K.gguf", "q8_0", SD_SPEC_DRAFT, 0, NULL},
+        {"stories260K + ngram", "models/stories260K.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM, 0, NULL},
+        {"stories-plain + stories260K (draft)", "models/stories-plain.gguf", NULL, "models/stories260K.gguf", NULL, SD_SPEC_DRAFT, 0, NULL},
+        {"tiny-spm f32 + tiny-spm q4_0 file", "models/tiny-llama-spm-f32.gguf", NULL, "models/tiny-llama-spm-q4_0.gguf", NULL, SD_SPEC_DRAFT, 0, NULL},
+        {"tiny-spm f16 + its q4_0 copy", "models/tiny-llama-spm-f16.gguf", NULL, "models/tiny-llama-spm-f16.gguf", "q4_0", SD_SPEC_DRAFT, 0, NULL},
+        {"tiny-gpt2 f32 + ngram", "models/tiny-llama-gpt2-f32.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM, 0, NULL},
+        {"tiny-qwen2 f32 + ngram", "models/tiny-qwen2-gpt2-f32.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM, 0, NULL},
+        {"stories260K early exit E=1", "models/stories260K.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 1, NULL},
+        {"stories260K early exit E=L-1=4", "models/stories260K.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 4, NULL},
+        {"stories-ee early exit E=2", "models/stories-ee.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 2, NULL},
+        {"tiny-spm q8_0 early exit E=1", "models/tiny-llama-spm-q8_0.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 1, NULL},
+        {"tiny-qwen2 early exit E=L-1=3", "models/tiny-qwen2-gpt2-f32.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 3, NULL},
+        {"stories-ee DEL", "models/stories-ee.gguf", NULL, NULL, NULL, SD_SPEC_DEL, 0, NULL},
+        {"stories260K DEL bounded (depths 1,3; every 3rd)", "models/stories260K.gguf", NULL, NULL, NULL, SD_SPEC_DEL, 0, del_bounded},
+        {"tiny-spm f32 DEL", "models/tiny-llama-spm-f32.gguf", NULL, NULL, NULL, SD_SPEC_DEL, 0, NULL},
+        {"stories-ee SpecBound tau .5", "models/stories-ee.gguf", NULL, NULL, NULL, SD_SPEC_SPECBOUND, 0, sb_default},
+        {"stories-ee SpecBound W=1", "models/stories-ee.gguf", NULL, NULL, NULL, SD_SPEC_SPECBOUND, 0, sb_w1},
+        {"stories-ee SpecBound D=1", "models/stories-ee.gguf", NULL, NULL, NULL, SD_SPEC_SPECBOUND, 0, sb_d1},
+        {"stories-ee SpecBound D=L-1, alpha 2", "models/stories-ee.gguf", NULL, NULL, NULL, SD_SPEC_SPECBOUND, 0, sb_deep},
+        {"stories260K SpecBound tau .5", "models/stories260K.gguf", NULL, NULL, NULL, SD_SPEC_SPECBOUND, 0, sb_default},
+        {"tiny-qwen2 SpecBound tau .5", "models/tiny-qwen2-gpt2-f32.gguf", NULL, NULL, NULL, SD_SPEC_SPECBOUND, 0, sb_default},
     };
     int n_predict = scale() < 1 ? 24 : 48;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) greedy_equivalence(&cases[i], n_predict, true);

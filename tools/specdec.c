@@ -47,6 +47,12 @@ static void usage_generate(FILE *f) {
             "                          | early-exit (LayerSkip: the target's first --exit-layer layers draft)\n"
             "      --exit-layer E      early exit: layers the draft runs (1..L-1, default L/2)\n"
             "      --exit-heads FILE   trained exit heads (specdec train exit-heads) instead of the shared LM head\n"
+            "                          | del (DEL: exit depth and length chosen every round from shadow-token stats)\n"
+            "      --del-omega W (0.95)  --del-dmax D (18)  --del-init N (32 prompt tokens)\n"
+            "                          | specbound (per-token exit by annealed confidence, depth/width bounds)\n"
+            "      --sb-tau T (0.8)  --sb-alpha A (1.0)  --sb-depth D (3L/4)  --sb-width W (8)\n"
+            "      --del-layers LIST   DEL bounded mode: candidate exit depths (default all 1..L-1)\n"
+            "      --del-every K       DEL bounded mode: shadow tokens every K-th round only (default 1)\n"
             "      --draft-model FILE  the draft model for --spec draft (same tokenizer as the target)\n"
             "      --draft-type TYPE   convert the draft's weights at load: f32|f16|bf16|q8_0|q4_0 (e.g. the target\n"
             "                          file itself as a q4_0 self-draft)\n"
@@ -112,6 +118,7 @@ int cmd_generate(int argc, char **argv) {
     sd_ctx_params cp = sd_ctx_default_params();
     sd_spec_params spec = sd_spec_default_params();
     const char *draft_path = NULL, *draft_type = NULL, *heads_path = NULL;
+    int del_layers[64], del_n = 0;
     sd_exit_heads *heads = NULL;
     bool compare = false;
     for (int i = 1; i < argc; i++) {
@@ -148,8 +155,10 @@ int cmd_generate(int argc, char **argv) {
             else if (!strcmp(v, "draft")) spec.method = SD_SPEC_DRAFT;
             else if (!strcmp(v, "ngram")) spec.method = SD_SPEC_NGRAM;
             else if (!strcmp(v, "early-exit")) spec.method = SD_SPEC_EARLY_EXIT;
+            else if (!strcmp(v, "del")) spec.method = SD_SPEC_DEL;
+            else if (!strcmp(v, "specbound")) spec.method = SD_SPEC_SPECBOUND;
             else {
-                fprintf(stderr, "error: --spec expects none, draft, ngram or early-exit, got '%s'\n", v);
+                fprintf(stderr, "error: --spec expects none, draft, ngram, early-exit, del or specbound, got '%s'\n", v);
                 return 2;
             }
         } else if (IS("--ctrl", "--ctrl")) {
@@ -174,6 +183,30 @@ int cmd_generate(int argc, char **argv) {
         else if (IS("--compare", "--compare")) compare = true;
         else if (IS("--exit-layer", "--exit-layer")) { NEED(); if (!cli_int(a, v, 1, 1024, &spec.exit_layer)) return 2; }
         else if (IS("--exit-heads", "--exit-heads")) { NEED(); heads_path = v; }
+        else if (IS("--sb-tau", "--sb-tau")) { NEED(); if (!cli_float(a, v, 1e-9, 1, &spec.sb_tau)) return 2; }
+        else if (IS("--sb-alpha", "--sb-alpha")) { NEED(); if (!cli_float(a, v, 0, 100, &spec.sb_alpha)) return 2; }
+        else if (IS("--sb-depth", "--sb-depth")) { NEED(); if (!cli_int(a, v, 1, 1024, &spec.sb_depth)) return 2; }
+        else if (IS("--sb-width", "--sb-width")) { NEED(); if (!cli_int(a, v, 1, 256, &spec.sb_width)) return 2; }
+        else if (IS("--del-omega", "--del-omega")) { NEED(); if (!cli_float(a, v, 1e-6, 1, &spec.del_omega)) return 2; }
+        else if (IS("--del-dmax", "--del-dmax")) { NEED(); if (!cli_int(a, v, 1, 256, &spec.del_dmax)) return 2; }
+        else if (IS("--del-every", "--del-every")) { NEED(); if (!cli_int(a, v, 1, 1 << 20, &spec.del_every)) return 2; }
+        else if (IS("--del-init", "--del-init")) { NEED(); if (!cli_int(a, v, 0, 4096, &spec.del_init_tokens)) return 2; }
+        else if (IS("--del-layers", "--del-layers")) {
+            NEED();
+            del_n = 0;
+            for (const char *q = v; *q;) {
+                char *end;
+                long dl = strtol(q, &end, 10);
+                if (end == q || dl < 1 || dl > 1024 || del_n == 64) {
+                    fprintf(stderr, "error: --del-layers expects a list like 2,3,4, got '%s'\n", v);
+                    return 2;
+                }
+                del_layers[del_n++] = (int)dl;
+                q = *end == ',' ? end + 1 : end;
+            }
+            spec.del_layers = del_layers;
+            spec.del_n_layers = del_n;
+        }
         else if (IS("-s", "--seed")) {
             NEED();
             unsigned long long s;
@@ -273,7 +306,12 @@ int cmd_generate(int argc, char **argv) {
         }
         spec.exit_heads = heads;
     }
-    if (spec.method == SD_SPEC_EARLY_EXIT && spec.exit_layer >= info.n_layer) {
+    if (spec.method == SD_SPEC_SPECBOUND && spec.sb_depth >= info.n_layer) {
+        fprintf(stderr, "error: --sb-depth %d: the depth bound must be in [1, %d] for this %d-layer model\n", spec.sb_depth,
+                info.n_layer - 1, info.n_layer);
+        goto done;
+    }
+    if ((spec.method == SD_SPEC_EARLY_EXIT || spec.method == SD_SPEC_DEL) && spec.exit_layer >= info.n_layer) {
         fprintf(stderr, "error: --exit-layer %d: the draft runs layers [0, E) with 1 <= E <= %d for this %d-layer model\n",
                 spec.exit_layer, info.n_layer - 1, info.n_layer);
         goto done;
@@ -335,6 +373,13 @@ int cmd_generate(int argc, char **argv) {
                 st.n_rounds, st.n_rounds ? (double)st.n_gen / st.n_rounds : 0.0,
                 st.n_drafted ? 100.0 * st.n_accepted / st.n_drafted : 0.0, st.n_accepted, st.n_drafted, st.t_draft_s,
                 st.t_verify_s, st.t_gen_s - st.t_draft_s - st.t_verify_s);
+    if (spec.method == SD_SPEC_EARLY_EXIT || spec.method == SD_SPEC_DEL || spec.method == SD_SPEC_SPECBOUND)
+        fprintf(stderr, "self-speculation: %llu target layers run, eTPL %.3f tokens per layer (plain: %.3f)\n",
+                (unsigned long long)st.layer_passes, st.layer_passes ? (double)st.n_gen / st.layer_passes : 0.0,
+                1.0 / info.n_layer);
+    if (spec.method == SD_SPEC_DEL)
+        fprintf(stderr, "DEL: mean exit depth %.2f, mean draft bound %.2f; shadow tokens + statistics %.3f s (%.1f%% of decode)\n",
+                st.mean_exit, st.mean_gamma, st.t_aux_s, st.t_gen_s > 0 ? 100.0 * st.t_aux_s / st.t_gen_s : 0.0);
     if (compare) {
         sd_sampler *s2 = NULL;
         plain = malloc((size_t)(n_predict > 0 ? n_predict : 1) * sizeof *plain);

@@ -171,6 +171,7 @@ sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **ou
 int sd_ctx_n_ctx(const sd_ctx *c) { return c->n_ctx; }
 int sd_ctx_n_batch(const sd_ctx *c) { return c->n_batch; }
 int sd_ctx_n_threads(const sd_ctx *c) { return c->n_threads; }
+uint64_t sd_ctx_layer_passes(const sd_ctx *c) { return c->layer_passes; }
 const sd_model *sd_ctx_model(const sd_ctx *c) { return c->m; }
 
 /* ------------------------------------------------------------------ KV API */
@@ -404,6 +405,7 @@ sd_status sd_forward(sd_ctx *c, const sd_block *b, const sd_forward_args *a, sd_
         if (!a->skip || !a->skip[2 * l + 1]) layer_mlp(c, l, n);
         if (a->hidden_layers) memcpy(a->hidden_layers + (size_t)(l - lb) * n * E, c->x, (size_t)n * E * sizeof(float));
     }
+    c->layer_passes += (uint64_t)(le - lb);
     /* commit the new cache entries */
     for (int i = 0; i < n; i++)
         for (int l = lb; l < le; l++) {

@@ -14,6 +14,7 @@ struct sd_ctx {
     const kern_ops *ops;
     int n_ctx, n_batch, n_threads;
     double par_min_work; /* parallel dispatch only above this many multiply-adds */
+    uint64_t layer_passes; /* layers run, once per forward call */
     /* work buffers, B = n_batch, E = n_embd, Q = n_head*head_dim, KV = n_head_kv*head_dim, F = n_ff */
     float *x;      /* [B][E] residual stream */
     float *xn;     /* [B][max(E, Q)] normed input of a sub-layer / attention output */

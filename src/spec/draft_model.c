@@ -116,7 +116,7 @@ drafter *drafter_model_new(sd_ctx *dctx, const sd_sampler *smp, sd_error *err) {
         err_set(err, SD_ERR_NOMEM, "out of memory creating the draft model's drafter");
         return NULL;
     }
-    md->base = (drafter){"draft", md_begin, md_draft, NULL, md_on_verified, md_free};
+    md->base = (drafter){"draft", 0, md_begin, md_draft, NULL, md_on_verified, md_free};
     md->ctx = dctx;
     md->greedy = sd_sampler_is_greedy(smp);
     md->V = info.n_vocab;

@@ -22,6 +22,7 @@
 typedef struct drafter drafter;
 struct drafter {
     const char *name;
+    double t_aux; /* seconds of method bookkeeping outside draft/verify (DEL: shadow tokens), for the stats */
     sd_status (*begin)(drafter *d, const int32_t *hist, int n, sd_error *err);
     int (*draft)(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t *tokens, float *q, bool *q_onehot,
                  sd_error *err);
@@ -36,6 +37,10 @@ drafter *drafter_model_new(sd_ctx *draft_ctx, const sd_sampler *smp, sd_error *e
 /* Prompt lookup over the history. */
 drafter *drafter_ngram_new(int n_max, int n_min);
 /* Early exit on the target's own context: layers [0, E) draft, [E, L) verify from the exit cache. */
+/* SpecBound on the target's own context. */
+drafter *drafter_bound_new(sd_ctx *target, const sd_spec_params *sp, const sd_exit_heads *heads, int gmax, sd_error *err);
+struct del_state;
+/* del (may be NULL) makes it DEL: the exit depth is del->E each round and the shadow-token statistics are fed. */
 drafter *drafter_exit_new(sd_ctx *target, int exit_layer, const sd_exit_heads *heads, const sd_sampler *smp, int gmax,
-                          sd_error *err);
+                          struct del_state *del, int del_init_tokens, sd_error *err);
 #endif

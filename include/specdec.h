@@ -199,14 +199,16 @@ int sd_exit_heads_depths(const sd_exit_heads *heads, int *depths, int cap);
 /* Trains exit heads (methods.md 3/4): caches the target's hidden states at every depth over a text corpus (stories
  * separated by lines "<|endofstory|>"), then fits per depth an affine translator A h + b (A initialised to the
  * identity) applied before the shared final norm + LM head, minimising KL(p_final || p_exit) with AdamW (decoupled
- * weight decay toward the identity). Agreement = top-1 of the exit == top-1 of the final layer, on held-out text. */
+ * weight decay toward the identity). Agreement = top-1 of the exit == top-1 of the final layer. Checkpoints every
+ * quarter epoch are scored on a validation split and the best one is kept (the identity counts as a checkpoint);
+ * the report gives agreement on a separate held-out split. */
 typedef struct sd_train_params {
     const char *corpus_path;
-    int n_train_tokens;   /* positions to train on (default 16000) */
+    int n_train_tokens;   /* positions to train on (default 48000) */
     int n_heldout_tokens; /* positions held out for the agreement report (default 4000) */
     int epochs;           /* passes over the training positions (default 3) */
     int batch;            /* positions per AdamW step (default 32) */
-    float lr;             /* default 1e-3 */
+    float lr;             /* default 3e-4 */
     float weight_decay;   /* default 0.01 */
     int seq_len;          /* longest text chunk run through the model (default 256, cut to the context) */
     const int *depths;    /* depths to train (1..n_layer-1); NULL = all */
@@ -218,10 +220,11 @@ typedef struct sd_train_params {
 } sd_train_params;
 
 typedef struct sd_train_report {
-    int n_train, n_heldout; /* positions used */
+    int n_train, n_heldout; /* positions used (a further n_heldout/2 validate the checkpoint choice) */
     int n_layer;
     float agree_before[256], agree_after[256]; /* indexed by depth; -1 where not trained */
     float loss_first[256], loss_last[256];     /* mean KL over the first and the last epoch */
+    int kept_step[256]; /* AdamW step of the kept checkpoint (best validation agreement); 0 = the identity was kept */
     double seconds;
 } sd_train_report;
 

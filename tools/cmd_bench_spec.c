@@ -15,13 +15,14 @@
 enum { MAX_METHODS = 16, MAX_CATS = 32 };
 
 typedef struct method {
-    char label[64];
-    bool plain;
+    char label[96];
+    bool plain, use_heads;
+    int layers[64], n_layers;
     sd_spec_params sp;
 } method;
 
 typedef struct acc {
-    double tokens, secs, rounds, drafted, accepted, turns, t_draft, t_verify;
+    double tokens, secs, rounds, drafted, accepted, turns, t_draft, t_verify, t_aux, layer_passes;
 } acc;
 
 static void usage(FILE *f) {
@@ -35,8 +36,11 @@ static void usage(FILE *f) {
             "                         answer to turn 1\n"
             "  --methods LIST         comma-separated; each NAME[:key=value...] with NAME plain | draft | ngram and keys\n"
             "                         gamma, gamma_max, ctrl (fixed|conf|fs|dv), p_min, ngram_max, ngram_min, label;\n"
+            "                         early-exit | del | specbound with exit, heads=yes, omega, dmax, every, layers=1+2,\n"
+            "                         tau, alpha, depth, width\n"
             "                         default: plain,ngram (plain is always run first as the baseline)\n"
             "  --draft-model FILE     draft model for 'draft' methods; --draft-type TYPE converts it at load\n"
+            "  --exit-heads FILE      trained exit heads, used by methods with heads=yes\n"
             "  -n N                   tokens per turn (default 128; cut to fit the context)\n"
             "  --limit N              use the first N questions only\n"
             "  --temp T               sampling instead of greedy (default 0); --seed S\n"
@@ -55,8 +59,11 @@ static bool parse_method(const char *spec, method *m) {
     if (!strcmp(tok, "plain")) m->plain = true;
     else if (!strcmp(tok, "draft")) m->sp.method = SD_SPEC_DRAFT;
     else if (!strcmp(tok, "ngram")) m->sp.method = SD_SPEC_NGRAM;
+    else if (!strcmp(tok, "early-exit")) m->sp.method = SD_SPEC_EARLY_EXIT;
+    else if (!strcmp(tok, "del")) m->sp.method = SD_SPEC_DEL;
+    else if (!strcmp(tok, "specbound")) m->sp.method = SD_SPEC_SPECBOUND;
     else {
-        fprintf(stderr, "error: unknown method '%s' in --methods (plain, draft, ngram)\n", tok);
+        fprintf(stderr, "error: unknown method '%s' in --methods (plain, draft, ngram, early-exit, del, specbound)\n", tok);
         return false;
     }
     snprintf(m->label, sizeof m->label, "%s", spec);
@@ -77,6 +84,32 @@ static bool parse_method(const char *spec, method *m) {
         else if (!strcmp(kv, "ngram_max")) ok = cli_int(flag, v, 1, 64, &m->sp.ngram_max);
         else if (!strcmp(kv, "ngram_min")) ok = cli_int(flag, v, 1, 64, &m->sp.ngram_min);
         else if (!strcmp(kv, "label")) snprintf(m->label, sizeof m->label, "%s", v);
+        else if (!strcmp(kv, "exit")) ok = cli_int(flag, v, 1, 1024, &m->sp.exit_layer);
+        else if (!strcmp(kv, "tau")) ok = cli_float(flag, v, 1e-9, 1, &m->sp.sb_tau);
+        else if (!strcmp(kv, "alpha")) ok = cli_float(flag, v, 0, 100, &m->sp.sb_alpha);
+        else if (!strcmp(kv, "depth")) ok = cli_int(flag, v, 1, 1024, &m->sp.sb_depth);
+        else if (!strcmp(kv, "width")) ok = cli_int(flag, v, 1, 256, &m->sp.sb_width);
+        else if (!strcmp(kv, "dmax")) ok = cli_int(flag, v, 1, 256, &m->sp.del_dmax);
+        else if (!strcmp(kv, "every")) ok = cli_int(flag, v, 1, 1 << 20, &m->sp.del_every);
+        else if (!strcmp(kv, "omega")) ok = cli_float(flag, v, 1e-6, 1, &m->sp.del_omega);
+        else if (!strcmp(kv, "heads")) {
+            if (!strcmp(v, "1") || !strcmp(v, "yes")) m->use_heads = true;
+            else if (strcmp(v, "0") && strcmp(v, "no")) ok = false, fprintf(stderr, "error: heads=%s (yes or no)\n", v);
+        } else if (!strcmp(kv, "layers")) {
+            m->n_layers = 0;
+            for (const char *q = v; *q;) {
+                char *end;
+                long dl = strtol(q, &end, 10);
+                if (end == q || dl < 1 || m->n_layers == 64) {
+                    fprintf(stderr, "error: layers=%s: a list like 1+2+3\n", v);
+                    return false;
+                }
+                m->layers[m->n_layers++] = (int)dl;
+                q = *end == '+' ? end + 1 : end;
+            }
+            m->sp.del_layers = m->layers;
+            m->sp.del_n_layers = m->n_layers;
+        }
         else if (!strcmp(kv, "ctrl")) {
             if (!strcmp(v, "fixed")) m->sp.ctrl = SD_CTRL_FIXED;
             else if (!strcmp(v, "conf")) m->sp.ctrl = SD_CTRL_CONF;
@@ -126,7 +159,10 @@ static char *turn_text(tpl_kind k, const char *user, bool first) {
     return s;
 }
 
-static void add(acc *a, int tokens, double secs, int rounds, int drafted, int accepted, double t_draft, double t_verify) {
+static void add(acc *a, int tokens, double secs, int rounds, int drafted, int accepted, double t_draft, double t_verify,
+                double t_aux, double layer_passes) {
+    a->t_aux += t_aux;
+    a->layer_passes += layer_passes;
     a->t_draft += t_draft;
     a->t_verify += t_verify;
     a->tokens += tokens;
@@ -180,7 +216,8 @@ static void write_svg(const char *path, const char cats[][64], int n_cats, const
 
 int cmd_bench_spec(int argc, char **argv) {
     const char *model_path = NULL, *prompts = NULL, *methods_s = "plain,ngram", *draft_path = NULL, *draft_type = NULL;
-    const char *json = NULL, *md = NULL, *plot = NULL;
+    const char *json = NULL, *md = NULL, *plot = NULL, *heads_path = NULL;
+    sd_exit_heads *heads = NULL;
     int n_predict = 128, limit = 0;
     bool ignore_eos = false;
     sd_sampler_params spp = sd_sampler_default_params();
@@ -206,6 +243,7 @@ int cmd_bench_spec(int argc, char **argv) {
         else if (!strcmp(a, "--methods")) methods_s = v;
         else if (!strcmp(a, "--draft-model")) draft_path = v;
         else if (!strcmp(a, "--draft-type")) draft_type = v;
+        else if (!strcmp(a, "--exit-heads")) heads_path = v;
         else if (!strcmp(a, "--json")) json = v;
         else if (!strcmp(a, "--md")) md = v;
         else if (!strcmp(a, "--plot")) plot = v;
@@ -242,6 +280,10 @@ int cmd_bench_spec(int argc, char **argv) {
             }
             if (ms[n_m].sp.method == SD_SPEC_DRAFT && !draft_path) {
                 fprintf(stderr, "error: method '%s' needs --draft-model\n", t);
+                return 2;
+            }
+            if (ms[n_m].use_heads && !heads_path) {
+                fprintf(stderr, "error: method '%s' needs --exit-heads\n", t);
                 return 2;
             }
             n_m++;
@@ -290,6 +332,14 @@ int cmd_bench_spec(int argc, char **argv) {
             goto done;
         }
         for (int m = 0; m < n_m; m++) ms[m].sp.draft_ctx = dctx;
+    }
+    if (heads_path) {
+        if (sd_exit_heads_load(model, heads_path, &heads, &err) != SD_OK) {
+            fprintf(stderr, "error: %s\n", err.msg);
+            goto done;
+        }
+        for (int m = 0; m < n_m; m++)
+            if (ms[m].use_heads) ms[m].sp.exit_heads = heads;
     }
     char tplbuf[256] = "";
     tpl_kind tpl = TPL_PLAIN;
@@ -350,13 +400,14 @@ int cmd_bench_spec(int argc, char **argv) {
                 int n_out = 0;
                 double secs;
                 int rounds, drafted = 0, accepted = 0;
-                double t_draft = 0, t_verify;
+                double t_draft = 0, t_verify, t_aux = 0, passes;
                 if (ms[m].plain) {
                     sd_gen_stats gs;
                     st = sd_generate(ctx, smp, ctx_toks, n_ctx_toks, np, ignore_eos, out, &n_out, NULL, NULL, &gs, &err);
                     secs = gs.t_gen_s;
                     t_verify = secs; /* every step is a target pass */
                     rounds = n_out;
+                    passes = (double)n_out * info.n_layer;
                 } else {
                     sd_spec_stats ss;
                     st = sd_spec_generate(ctx, smp, &ms[m].sp, ctx_toks, n_ctx_toks, np, ignore_eos, out, &n_out, NULL,
@@ -364,6 +415,8 @@ int cmd_bench_spec(int argc, char **argv) {
                     secs = ss.t_gen_s;
                     t_draft = ss.t_draft_s;
                     t_verify = ss.t_verify_s;
+                    t_aux = ss.t_aux_s;
+                    passes = (double)ss.layer_passes;
                     rounds = ss.n_rounds;
                     drafted = ss.n_drafted;
                     accepted = ss.n_accepted;
@@ -383,8 +436,8 @@ int cmd_bench_spec(int argc, char **argv) {
                     }
                 }
                 if (q >= 0) {
-                    add(&A[qcat[q]][m], n_out, secs, rounds, drafted, accepted, t_draft, t_verify);
-                    add(&A[n_cats][m], n_out, secs, rounds, drafted, accepted, t_draft, t_verify);
+                    add(&A[qcat[q]][m], n_out, secs, rounds, drafted, accepted, t_draft, t_verify, t_aux, passes);
+                    add(&A[n_cats][m], n_out, secs, rounds, drafted, accepted, t_draft, t_verify, t_aux, passes);
                 }
                 memcpy(ctx_toks + n_ctx_toks, out, (size_t)n_out * sizeof *out);
                 n_ctx_toks += n_out;
@@ -431,14 +484,20 @@ int cmd_bench_spec(int argc, char **argv) {
         FILE *f = outs[o];
         if (!f) continue;
         fprintf(f, "\nwhere the time goes (overall): drafting, target passes (verification; plain: decode steps), the rest "
-                   "(acceptance, sampling, cache rollback, bookkeeping)\n\n| method | ms/token | draft | verify | other | "
-                   "ms per target pass |\n|---|---|---|---|---|---|\n");
+                   "(acceptance, sampling, cache rollback, bookkeeping; 'aux' is the part of it spent on DEL's shadow tokens);\n"
+                   "eTPL = tokens per target layer run (self-speculation; a layer counted once per forward pass)\n\n"
+                   "| method | ms/token | draft | verify | other | aux | ms per target pass | eTPL |\n|---|---|---|---|---|---|---|---|\n");
         for (int m = 0; m < n_m; m++) {
             acc *a = &A[n_cats][m];
             double tot = a->secs > 0 ? a->secs : 1;
-            fprintf(f, "| %s | %.3f | %.0f%% | %.0f%% | %.0f%% | %.3f |\n", ms[m].label,
+            bool self = ms[m].plain || ms[m].sp.method == SD_SPEC_EARLY_EXIT || ms[m].sp.method == SD_SPEC_DEL ||
+                        ms[m].sp.method == SD_SPEC_SPECBOUND;
+            fprintf(f, "| %s | %.3f | %.0f%% | %.0f%% | %.0f%% | %.0f%% | %.3f | ", ms[m].label,
                     a->tokens > 0 ? 1000 * a->secs / a->tokens : 0, 100 * a->t_draft / tot, 100 * a->t_verify / tot,
-                    100 * (a->secs - a->t_draft - a->t_verify) / tot, a->rounds > 0 ? 1000 * a->t_verify / a->rounds : 0);
+                    100 * (a->secs - a->t_draft - a->t_verify) / tot, 100 * a->t_aux / tot,
+                    a->rounds > 0 ? 1000 * a->t_verify / a->rounds : 0);
+            if (self && a->layer_passes > 0) fprintf(f, "%.3f |\n", a->tokens / a->layer_passes);
+            else fprintf(f, "- |\n");
         }
     }
     if (mdf) fclose(mdf);
@@ -453,12 +512,13 @@ int cmd_bench_spec(int argc, char **argv) {
                     fprintf(f,
                             "%s\n  {\"category\": \"%s\", \"method\": \"%s\", \"tokens\": %.0f, \"seconds\": %.6f, \"tok_s\": %.4f, "
                             "\"speedup\": %.4f, \"tau\": %.4f, \"alpha\": %.4f, \"discard_rate\": %.4f, \"verification_rate\": %.4f, "
-                            "\"draft_s\": %.6f, \"verify_s\": %.6f}",
+                            "\"draft_s\": %.6f, \"verify_s\": %.6f, \"aux_s\": %.6f, \"etpl\": %.5f}",
                             (c || m) ? "," : "", c < n_cats ? cats[c] : "overall", ms[m].label, a->tokens, a->secs,
                             a->secs > 0 ? a->tokens / a->secs : 0, SP[c][m], a->rounds > 0 ? a->tokens / a->rounds : 0,
                             a->drafted > 0 ? a->accepted / a->drafted : 0,
                             a->tokens > 0 ? (a->drafted - a->accepted) / a->tokens : 0,
-                            a->tokens > 0 ? a->rounds / a->tokens : 0, a->t_draft, a->t_verify);
+                            a->tokens > 0 ? a->rounds / a->tokens : 0, a->t_draft, a->t_verify, a->t_aux,
+                            a->layer_passes > 0 ? a->tokens / a->layer_passes : 0);
                 }
             fprintf(f, "\n]}\n");
             fclose(f);
@@ -468,6 +528,7 @@ int cmd_bench_spec(int argc, char **argv) {
     free(qcat);
     rc = mismatched ? 3 : 0;
 done:
+    sd_exit_heads_free(heads);
     free(answers);
     free(ctx_toks);
     free(out);

@@ -15,10 +15,11 @@ static void usage(FILE *f) {
             "applied before the shared final norm + LM head, minimising KL(final || exit) with AdamW. Prints progress\n"
             "and each depth's held-out top-1 agreement with the final layer before and after. Use the heads with\n"
             "--exit-heads HEADS.gguf (early-exit methods).\n\n"
-            "  --tokens N       training positions (default 16000)\n"
-            "  --heldout N      held-out positions for the agreement report (default 4000)\n"
+            "  --tokens N       training positions (default 48000)\n"
+            "  --heldout N      held-out positions for the agreement report (default 4000; half as many more validate\n"
+            "                   the checkpoint choice: every quarter epoch, the identity included)\n"
             "  --epochs N       (default 3)     --batch N  (default 32)\n"
-            "  --lr X           (default 1e-3)  --wd X     weight decay toward the identity (default 0.01)\n"
+            "  --lr X           (default 3e-4)  --wd X     weight decay toward the identity (default 0.01)\n"
             "  --depths LIST    e.g. 1,2,3 (default: every depth 1..L-1)\n"
             "  --seq-len N      longest text chunk (default 256)\n"
             "  -t N             threads; --seed S\n");
@@ -107,11 +108,11 @@ int cmd_train(int argc, char **argv) {
     }
     printf("exit heads for %s: %d training / %d held-out positions, %.1f s\n\n", model_path, rep.n_train, rep.n_heldout,
            rep.seconds);
-    printf("| depth | agreement before | after | KL first epoch | KL last epoch |\n|---|---|---|---|---|\n");
+    printf("| depth | agreement before | after | KL first epoch | KL last epoch | kept |\n|---|---|---|---|---|---|\n");
     for (int d = 1; d < rep.n_layer; d++)
         if (rep.agree_after[d] >= 0)
-            printf("| %d | %.3f | %.3f | %.4f | %.4f |\n", d, rep.agree_before[d], rep.agree_after[d], rep.loss_first[d],
-                   rep.loss_last[d]);
+            printf("| %d | %.3f | %.3f | %.4f | %.4f | %s |\n", d, rep.agree_before[d], rep.agree_after[d],
+                   rep.loss_first[d], rep.loss_last[d], rep.kept_step[d] ? "trained head" : "identity");
     printf("\nwrote %s\n", out);
     rc = 0;
 done:

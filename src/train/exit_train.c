@@ -20,11 +20,11 @@
 
 sd_train_params sd_train_default_params(void) {
     sd_train_params p = {0};
-    p.n_train_tokens = 16000;
+    p.n_train_tokens = 48000;
     p.n_heldout_tokens = 4000;
     p.epochs = 3;
     p.batch = 32;
-    p.lr = 1e-3f;
+    p.lr = 3e-4f;
     p.weight_decay = 0.01f;
     p.seq_len = 256;
     p.seed = 1;
@@ -38,7 +38,7 @@ static double now_s(void) {
 }
 
 typedef struct train_data {
-    int D, V, n_dep, n_pos, n_train;
+    int D, V, n_dep, n_pos, n_train, n_val; /* positions: [0, n_train) train, then n_val validation, then held out */
     const int *depths;   /* [n_dep] */
     float *h;            /* [n_pos][n_dep][D] */
     float *p;            /* [n_pos][V] teacher distribution */
@@ -103,14 +103,15 @@ static double softmax_lse(float *z, int V) {
     return lse;
 }
 
+/* Top-1 agreement with the final layer over positions [from, to). */
 static float agreement(const train_data *td, const kern_ops *ops, int di, const float *A, const float *b, float *u,
-                       float *y, float *z) {
+                       float *y, float *z, int from, int to) {
     int ok = 0;
-    for (int pos = td->n_train; pos < td->n_pos; pos++) {
+    for (int pos = from; pos < to; pos++) {
         head_forward(td, ops, A, b, td->h + ((size_t)pos * td->n_dep + di) * td->D, u, y, z);
         ok += argmax(z, td->V) == td->top[pos];
     }
-    return td->n_pos > td->n_train ? (float)ok / (float)(td->n_pos - td->n_train) : 0.0f;
+    return to > from ? (float)ok / (float)(to - from) : 0.0f;
 }
 
 static void train_depth(train_shared *s, int di, float *scratch) {
@@ -124,12 +125,22 @@ static void train_depth(train_shared *s, int di, float *scratch) {
     float *gA = calloc(nA * 3 + (size_t)D * 3, sizeof(float));
     if (!gA) return;
     float *mA = gA + nA, *vA = mA + nA, *gb = vA + nA, *mb = gb + D, *vb = mb + D;
-    s->rep->agree_before[d] = agreement(td, ops, di, NULL, NULL, u, y, z);
+    const int v0 = td->n_train, v1 = td->n_train + td->n_val, h0 = v1;
+    s->rep->agree_before[d] = agreement(td, ops, di, NULL, NULL, u, y, z, h0, td->n_pos);
+    /* validation-based selection: the identity (no head) is the first candidate; checkpoints every quarter epoch */
+    float best_val = agreement(td, ops, di, NULL, NULL, u, y, z, v0, v1);
+    float *best = malloc((nA + (size_t)D) * sizeof *best);
     int32_t *order = malloc((size_t)td->n_train * sizeof *order);
-    if (!order) {
+    if (!order || !best) {
+        free(order);
+        free(best);
         free(gA);
         return;
     }
+    memcpy(best, A, nA * sizeof *best);
+    memcpy(best + nA, b, (size_t)D * sizeof *best);
+    const int n_batches = (td->n_train + tp->batch - 1) / tp->batch, check_every = n_batches / 4 > 0 ? n_batches / 4 : 1;
+    int kept_step = 0;
     for (int i = 0; i < td->n_train; i++) order[i] = i;
     rng r;
     rng_seed(&r, tp->seed * 1000003u + (uint64_t)d);
@@ -187,16 +198,29 @@ static void train_depth(train_shared *s, int di, float *scratch) {
                 vb[i] = b2 * vb[i] + (1 - b2) * gb[i] * gb[i];
                 b[i] -= tp->lr * ((mb[i] / c1) / (sqrtf(vb[i] / c2) + ae) + tp->weight_decay * b[i]);
             }
+            if (step % check_every == 0 || s0 + tp->batch >= td->n_train) {
+                float va = agreement(td, ops, di, A, b, u, y, z, v0, v1);
+                if (va > best_val) {
+                    best_val = va;
+                    kept_step = step;
+                    memcpy(best, A, nA * sizeof *best);
+                    memcpy(best + nA, b, (size_t)D * sizeof *best);
+                }
+            }
         }
         float mean = (float)(loss / td->n_train);
         if (ep == 0) s->rep->loss_first[d] = mean;
         s->rep->loss_last[d] = mean;
         say(s, "depth %d: epoch %d/%d, mean KL(final || exit) %.4f", d, ep + 1, tp->epochs, mean);
     }
+    memcpy(A, best, nA * sizeof *best);
+    memcpy(b, best + nA, (size_t)D * sizeof *best);
     exit_heads_set_present(s->heads, d);
-    s->rep->agree_after[d] = agreement(td, ops, di, A, b, u, y, z);
-    say(s, "depth %d: held-out top-1 agreement with the final layer %.3f -> %.3f", d, s->rep->agree_before[d],
-        s->rep->agree_after[d]);
+    s->rep->agree_after[d] = agreement(td, ops, di, A, b, u, y, z, h0, td->n_pos);
+    s->rep->kept_step[d] = kept_step;
+    say(s, "depth %d: held-out top-1 agreement with the final layer %.3f -> %.3f (%s)", d, s->rep->agree_before[d],
+        s->rep->agree_after[d], kept_step ? "head from the best validation checkpoint" : "no checkpoint beat the identity: identity kept");
+    free(best);
     free(order);
     free(gA);
 }
@@ -305,8 +329,8 @@ sd_status sd_train_exit_heads(const sd_model *m, const sd_train_params *tp_in, s
     /* teacher distributions take V floats per position: keep the cache within ~1.5 GB */
     double per_pos = (double)V + (double)n_dep * D;
     int max_pos = (int)(1.5e9 / 4 / per_pos);
-    if (tp.n_train_tokens + tp.n_heldout_tokens > max_pos) {
-        double f = (double)max_pos / (tp.n_train_tokens + tp.n_heldout_tokens);
+    if (tp.n_train_tokens + 2 * tp.n_heldout_tokens > max_pos) {
+        double f = (double)max_pos / (tp.n_train_tokens + 2 * tp.n_heldout_tokens);
         tp.n_train_tokens = (int)(tp.n_train_tokens * f);
         tp.n_heldout_tokens = (int)(tp.n_heldout_tokens * f) > 0 ? (int)(tp.n_heldout_tokens * f) : 1;
     }
@@ -320,7 +344,9 @@ sd_status sd_train_exit_heads(const sd_model *m, const sd_train_params *tp_in, s
     sd_status st = sd_ctx_new(m, &cp, &ctx, err);
     if (st) return st;
     int *lens = NULL, n_seq = 0;
-    int32_t **seqs = read_stories(m, tp.corpus_path, tp.seq_len, tp.n_train_tokens + tp.n_heldout_tokens + tp.seq_len, &lens, &n_seq, err);
+    int32_t **seqs = read_stories(m, tp.corpus_path, tp.seq_len,
+                                  tp.n_train_tokens + tp.n_heldout_tokens + tp.n_heldout_tokens / 2 + tp.seq_len, &lens,
+                                  &n_seq, err);
     if (!seqs) {
         sd_ctx_free(ctx);
         return err ? err->status : SD_ERR_FORMAT;
@@ -328,8 +354,12 @@ sd_status sd_train_exit_heads(const sd_model *m, const sd_train_params *tp_in, s
     train_data td = {.D = D, .V = V, .n_dep = n_dep, .depths = dep_all, .g = m->out_norm, .eps = m->hp.norm_eps};
     int total = 0;
     for (int i = 0; i < n_seq; i++) total += lens[i];
-    td.n_pos = total < tp.n_train_tokens + tp.n_heldout_tokens ? total : tp.n_train_tokens + tp.n_heldout_tokens;
-    td.n_train = td.n_pos - (tp.n_heldout_tokens < td.n_pos / 2 ? tp.n_heldout_tokens : td.n_pos / 2);
+    int n_val = tp.n_heldout_tokens / 2 > 0 ? tp.n_heldout_tokens / 2 : 1; /* validation for checkpoint selection */
+    int want_pos = tp.n_train_tokens + n_val + tp.n_heldout_tokens;
+    td.n_pos = total < want_pos ? total : want_pos;
+    int held = tp.n_heldout_tokens < td.n_pos / 3 ? tp.n_heldout_tokens : td.n_pos / 3;
+    td.n_val = n_val < td.n_pos / 3 ? n_val : td.n_pos / 3;
+    td.n_train = td.n_pos - held - td.n_val;
     td.h = malloc((size_t)td.n_pos * n_dep * D * sizeof(float));
     td.p = malloc((size_t)td.n_pos * V * sizeof(float));
     td.top = malloc((size_t)td.n_pos * sizeof *td.top);
@@ -350,8 +380,8 @@ sd_status sd_train_exit_heads(const sd_model *m, const sd_train_params *tp_in, s
     }
     for (int v = 0; v < V; v++) tensor_get_row(&m->output, v, td.W + (size_t)v * D);
     /* phase 1: hidden states and teacher distributions */
-    say(&sh, "caching hidden states: %d positions (%d train, %d held out), %d depths", td.n_pos, td.n_train,
-        td.n_pos - td.n_train, n_dep);
+    say(&sh, "caching hidden states: %d positions (%d train, %d validation, %d held out), %d depths", td.n_pos, td.n_train,
+        td.n_val, td.n_pos - td.n_train - td.n_val, n_dep);
     int pos = 0;
     for (int si = 0; si < n_seq && pos < td.n_pos && !st; si++) {
         sd_kv_truncate(ctx, 0, 0, NULL);
@@ -371,9 +401,12 @@ sd_status sd_train_exit_heads(const sd_model *m, const sd_train_params *tp_in, s
         }
     }
     if (st) goto done;
-    td.n_pos = pos;
+    if (pos < td.n_pos) { /* fewer positions than planned: shrink the held-out part */
+        td.n_pos = pos;
+        if (td.n_train + td.n_val >= td.n_pos) td.n_train = td.n_pos * 2 / 3, td.n_val = td.n_pos / 6;
+    }
     rep->n_train = td.n_train;
-    rep->n_heldout = td.n_pos - td.n_train;
+    rep->n_heldout = td.n_pos - td.n_train - td.n_val;
     rep->n_layer = L;
     say(&sh, "cached in %.1f s; training %d depths (%d epochs, batch %d, lr %g)", now_s() - t0, n_dep, tp.epochs, tp.batch,
         tp.lr);

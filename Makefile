@@ -72,4 +72,5 @@ fuzz:
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(LIB_OBJ:.o=.d)
+ALL_OBJ  := $(LIB_OBJ) $(CLI_OBJ) $(BUILD)/examples/simple.o $(BUILD)/tests/testlib.o $(TESTS:=.o)
+-include $(ALL_OBJ:.o=.d)

@@ -58,6 +58,25 @@ expect_err "incompatible draft vocabulary" "cannot draft" generate -m "$SHARED/m
 expect_err "unknown method" "\-\-spec" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec magic
 expect_err "bad draft type" "q3_k" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec draft --draft-model "$SHARED/models/stories260K.gguf" --draft-type q3_k
 
+# self-speculation methods, and the exit-head trainer
+heads=$(mktemp --suffix=.gguf)
+$CLI train exit-heads -m "$SHARED/models/stories260K.gguf" --corpus "$SHARED/data/stories_corpus.txt" --out "$heads" --tokens 600 --heldout 200 --epochs 1 -t 2 >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "agreement before" "$out" && grep -q "held-out top-1 agreement" "$err"; then ok; else bad "train exit-heads: $(cat "$out" "$err")"; fi
+for args in "--spec early-exit --exit-layer 2 --gamma 3" "--spec early-exit --exit-layer 1 --exit-heads $heads --ctrl fs" \
+            "--spec del" "--spec del --del-layers 1,3 --del-every 2" "--spec specbound --sb-tau 0.5" \
+            "--spec specbound --sb-tau 0.4 --sb-depth 2 --sb-width 3 --exit-heads $heads"; do
+    $CLI generate -m "$SHARED/models/stories260K.gguf" -p "Once upon a time" -n 60 --temp 0 $args --compare >"$out" 2>"$err"
+    if [ $? -eq 0 ] && grep -q "identical to plain greedy" "$err" && grep -q "eTPL" "$err"; then ok; else bad "spec $args: $(cat "$err")"; fi
+done
+expect_err "exit layer = L" "exit-layer" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec early-exit --exit-layer 5
+expect_err "SpecBound tau 1.5" "\-\-sb-tau" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec specbound --sb-tau 1.5
+expect_err "SpecBound tau 0" "\-\-sb-tau" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec specbound --sb-tau 0
+expect_err "heads for another model" "another model" generate -m "$SHARED/models/stories-ee.gguf" -p hi --spec early-exit --exit-heads "$heads"
+expect_err "heads file that is not heads" "not an exit-heads file" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec early-exit --exit-heads "$SHARED/models/stories260K.gguf"
+expect_err "train without a corpus" "corpus" train exit-heads -m "$SHARED/models/stories260K.gguf" --out "$heads"
+expect_err "train a missing corpus" "/no/corpus.txt" train exit-heads -m "$SHARED/models/stories260K.gguf" --corpus /no/corpus.txt --out "$heads"
+rm -f "$heads"
+
 # the example program (uses only the public header)
 $BUILD/example_simple "$SHARED/models/stories260K.gguf" "Once upon a time" 30 >"$out" 2>"$err"
 grep -q "there was a little girl named Lily" "$out" && ok || bad "example program: $(cat "$out" "$err")"

@@ -42,7 +42,7 @@ static void usage(FILE *f) {
             "  --draft-model FILE     draft model for 'draft' methods; --draft-type TYPE converts it at load\n"
             "  --exit-heads FILE      trained exit heads, used by methods with heads=yes\n"
             "  -n N                   tokens per turn (default 128; cut to fit the context)\n"
-            "  --limit N              use the first N questions only\n"
+            "  --limit N              use the first N questions only; --per-category N: the first N of each category\n"
             "  --temp T               sampling instead of greedy (default 0); --seed S\n"
             "  --ignore-eos           always generate n tokens per turn\n"
             "  -t N                   threads; -c N context size (default: the model's)\n"
@@ -218,7 +218,7 @@ int cmd_bench_spec(int argc, char **argv) {
     const char *model_path = NULL, *prompts = NULL, *methods_s = "plain,ngram", *draft_path = NULL, *draft_type = NULL;
     const char *json = NULL, *md = NULL, *plot = NULL, *heads_path = NULL;
     sd_exit_heads *heads = NULL;
-    int n_predict = 128, limit = 0;
+    int n_predict = 128, limit = 0, sample = 0;
     bool ignore_eos = false;
     sd_sampler_params spp = sd_sampler_default_params();
     spp.temp = 0;
@@ -249,6 +249,7 @@ int cmd_bench_spec(int argc, char **argv) {
         else if (!strcmp(a, "--plot")) plot = v;
         else if (!strcmp(a, "-n")) { if (!cli_int(a, v, 1, 1 << 20, &n_predict)) return 2; }
         else if (!strcmp(a, "--limit")) { if (!cli_int(a, v, 1, 1 << 20, &limit)) return 2; }
+        else if (!strcmp(a, "--per-category")) { if (!cli_int(a, v, 1, 1 << 20, &sample)) return 2; }
         else if (!strcmp(a, "--temp")) { if (!cli_float(a, v, 0, 100, &spp.temp)) return 2; }
         else if (!strcmp(a, "--seed")) {
             unsigned long long s;
@@ -301,6 +302,20 @@ int cmd_bench_spec(int argc, char **argv) {
         return 1;
     }
     const int n_total = n_q;
+    if (sample) { /* the first `sample` questions of every category, kept in file order */
+        int kept = 0;
+        for (int i = 0; i < n_q; i++) {
+            int seen = 0;
+            for (int j = 0; j < kept; j++) seen += !strcmp(qs[j].category, qs[i].category);
+            if (seen < sample) {
+                jl_question t = qs[kept];
+                qs[kept] = qs[i];
+                qs[i] = t;
+                kept++;
+            }
+        }
+        n_q = kept;
+    }
     if (limit && limit < n_q) n_q = limit;
     int max_turns = 1;
     for (int q = 0; q < n_q; q++) max_turns = qs[q].n_turns > max_turns ? qs[q].n_turns : max_turns;

@@ -12,7 +12,7 @@
 #include "jsonl.h"
 #include "specdec.h"
 
-enum { MAX_METHODS = 16, MAX_CATS = 32 };
+enum { MAX_METHODS = 64, MAX_CATS = 32 };
 
 typedef struct method {
     char label[96];
@@ -270,7 +270,11 @@ int cmd_bench_spec(int argc, char **argv) {
     int n_m = 1;
     parse_method("plain", &ms[0]);
     {
-        char buf[1024];
+        char buf[8192];
+        if (strlen(methods_s) >= sizeof buf) {
+            fprintf(stderr, "error: --methods is too long\n");
+            return 2;
+        }
         snprintf(buf, sizeof buf, "%s", methods_s);
         char *save = NULL;
         for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {

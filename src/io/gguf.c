@@ -46,7 +46,7 @@ static bool cur_str(cursor *c, gguf_str *s, const char *what) {
     return true;
 }
 
-static size_t vtype_size(uint32_t t) {
+size_t gguf_vtype_size(uint32_t t) {
     switch (t) {
     case GGUF_U8: case GGUF_I8: case GGUF_BOOL: return 1;
     case GGUF_U16: case GGUF_I16: return 2;
@@ -103,7 +103,7 @@ static bool skip_array(cursor *c, int depth, const char *key) {
             if (!skip_array(c, depth + 1, key)) return false;
         return true;
     }
-    size_t es = vtype_size(t);
+    size_t es = gguf_vtype_size(t);
     if (!es) {
         err_set(c->err, SD_ERR_FORMAT, "key '%s': unknown array element type %u", key, t);
         return false;
@@ -156,7 +156,7 @@ static bool read_kv(cursor *c, gguf_kv *kv) {
         c->off = start;
         return skip_array(c, 0, kv->key);
     }
-    size_t sz = vtype_size(kv->type);
+    size_t sz = gguf_vtype_size(kv->type);
     if (!sz) {
         err_set(c->err, SD_ERR_FORMAT, "key '%s': unknown value type %u", kv->key, kv->type);
         return false;
@@ -483,7 +483,7 @@ bool gguf_str_eq(gguf_str s, const char *lit) { return strlen(lit) == s.len && m
 
 double gguf_arr_float(const gguf_kv *kv, uint64_t i) {
     gguf_kv tmp;
-    size_t es = vtype_size(kv->arr_type);
+    size_t es = gguf_vtype_size(kv->arr_type);
     decode_scalar(kv->arr_type, kv->arr_data + i * es, &tmp);
     if (kv->arr_type == GGUF_F32 || kv->arr_type == GGUF_F64) return tmp.v.f;
     return is_signed(kv->arr_type) ? (double)tmp.v.i : (double)tmp.v.u;
@@ -491,7 +491,7 @@ double gguf_arr_float(const gguf_kv *kv, uint64_t i) {
 
 int64_t gguf_arr_int(const gguf_kv *kv, uint64_t i) {
     gguf_kv tmp;
-    size_t es = vtype_size(kv->arr_type);
+    size_t es = gguf_vtype_size(kv->arr_type);
     decode_scalar(kv->arr_type, kv->arr_data + i * es, &tmp);
     if (kv->arr_type == GGUF_F32 || kv->arr_type == GGUF_F64) return (int64_t)tmp.v.f;
     return is_signed(kv->arr_type) ? tmp.v.i : (int64_t)tmp.v.u;

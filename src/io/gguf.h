@@ -85,6 +85,8 @@ bool gguf_get_float(const gguf_file *f, const char *key, double *out, bool *bad)
 bool gguf_get_bool(const gguf_file *f, const char *key, bool *out, bool *bad);
 bool gguf_get_str(const gguf_file *f, const char *key, gguf_str *out, bool *bad);
 bool gguf_str_eq(gguf_str s, const char *lit);
+/* Bytes of one scalar of a metadata value type (0 for strings, arrays and unknown types). */
+size_t gguf_vtype_size(uint32_t type);
 /* Element i of a numeric array as double/int (caller checked i < arr_n). */
 double gguf_arr_float(const gguf_kv *kv, uint64_t i);
 int64_t gguf_arr_int(const gguf_kv *kv, uint64_t i);

@@ -75,16 +75,6 @@ void gguf_writer_bool(gguf_writer *w, const char *k, int v) {
 }
 void gguf_writer_str(gguf_writer *w, const char *k, const char *v) { key(w, k, GGUF_STR); wb_str(&w->kv, v, strlen(v)); }
 
-static size_t scalar_size(uint32_t t) {
-    switch (t) {
-    case GGUF_U8: case GGUF_I8: case GGUF_BOOL: return 1;
-    case GGUF_U16: case GGUF_I16: return 2;
-    case GGUF_U32: case GGUF_I32: case GGUF_F32: return 4;
-    case GGUF_U64: case GGUF_I64: case GGUF_F64: return 8;
-    default: return 0;
-    }
-}
-
 void gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv) {
     if (kv->type == GGUF_ARR && kv->arr_type == GGUF_ARR) return; /* nested arrays: not copied */
     key(w, kv->key, kv->type);
@@ -96,11 +86,11 @@ void gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv) {
         if (kv->arr_type == GGUF_STR)
             for (uint64_t i = 0; i < kv->arr_n; i++) wb_str(&w->kv, kv->arr_strs[i].p, kv->arr_strs[i].len);
         else
-            wb_put(&w->kv, kv->arr_data, (size_t)kv->arr_n * scalar_size(kv->arr_type));
+            wb_put(&w->kv, kv->arr_data, (size_t)kv->arr_n * gguf_vtype_size(kv->arr_type));
     } else {
         /* re-encode the decoded scalar in its own width */
         unsigned char b[8];
-        size_t n = scalar_size(kv->type);
+        size_t n = gguf_vtype_size(kv->type);
         if (kv->type == GGUF_F32) {
             float f = (float)kv->v.f;
             memcpy(b, &f, 4);

@@ -37,50 +37,40 @@ SCALAR_FLOAT_MM(mm_f32_scalar, float, ID)
 SCALAR_FLOAT_MM(mm_f16_scalar, uint16_t, fp16_to_f32)
 SCALAR_FLOAT_MM(mm_bf16_scalar, uint16_t, bf16_to_f32)
 
-static void mm_q8_0_scalar(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
-                           float *y, int ldy, int r0, int r1) {
-    int nb = cols / 32;
-    for (int r = r0; r < r1; r++) {
-        const unsigned char *wr = w + (size_t)r * row_bytes;
-        for (int p = 0; p < n; p++) {
-            const act_q8 *xp = (const act_q8 *)(const void *)((const char *)x + (size_t)p * x_stride);
-            float s = 0.0f;
-            for (int b = 0; b < nb; b++) {
-                const unsigned char *blk = wr + 34 * (size_t)b;
-                uint16_t h;
-                memcpy(&h, blk, 2);
-                int isum = 0;
-                for (int j = 0; j < 32; j++) isum += (int8_t)blk[2 + j] * xp[b].qs[j];
-                s += fp16_to_f32(h) * xp[b].d * (float)isum;
-            }
-            y[(size_t)p * ldy + r] = s;
-        }
-    }
+/* integer dot of one weight block with 32 activation int8s */
+static int blk_dot_q8_0(const unsigned char *blk, const int8_t *x) {
+    int isum = 0;
+    for (int j = 0; j < 32; j++) isum += (int8_t)blk[2 + j] * x[j];
+    return isum;
 }
 
-static void mm_q4_0_scalar(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
-                           float *y, int ldy, int r0, int r1) {
-    int nb = cols / 32;
-    for (int r = r0; r < r1; r++) {
-        const unsigned char *wr = w + (size_t)r * row_bytes;
-        for (int p = 0; p < n; p++) {
-            const act_q8 *xp = (const act_q8 *)(const void *)((const char *)x + (size_t)p * x_stride);
-            float s = 0.0f;
-            for (int b = 0; b < nb; b++) {
-                const unsigned char *blk = wr + 18 * (size_t)b;
-                uint16_t h;
-                memcpy(&h, blk, 2);
-                int isum = 0;
-                for (int j = 0; j < 16; j++) {
-                    isum += ((blk[2 + j] & 0x0f) - 8) * xp[b].qs[j];
-                    isum += ((blk[2 + j] >> 4) - 8) * xp[b].qs[16 + j];
-                }
-                s += fp16_to_f32(h) * xp[b].d * (float)isum;
-            }
-            y[(size_t)p * ldy + r] = s;
-        }
-    }
+static int blk_dot_q4_0(const unsigned char *blk, const int8_t *x) {
+    int isum = 0;
+    for (int j = 0; j < 16; j++) isum += ((blk[2 + j] & 0x0f) - 8) * x[j] + ((blk[2 + j] >> 4) - 8) * x[16 + j];
+    return isum;
 }
+
+/* s += d_w * d_x * isum per block, blocks in order */
+#define SCALAR_QUANT_MM(name, BB, DOT)                                                                            \
+    static void name(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,   \
+                     float *y, int ldy, int r0, int r1) {                                                         \
+        for (int r = r0; r < r1; r++) {                                                                           \
+            const unsigned char *wr = w + (size_t)r * row_bytes;                                                  \
+            for (int p = 0; p < n; p++) {                                                                         \
+                const act_q8 *xp = (const act_q8 *)(const void *)((const char *)x + (size_t)p * x_stride);        \
+                float s = 0.0f;                                                                                   \
+                for (int b = 0; b < cols / 32; b++) {                                                             \
+                    const unsigned char *blk = wr + (BB) * (size_t)b;                                             \
+                    uint16_t h;                                                                                   \
+                    memcpy(&h, blk, 2);                                                                           \
+                    s += fp16_to_f32(h) * xp[b].d * (float)DOT(blk, xp[b].qs);                                    \
+                }                                                                                                 \
+                y[(size_t)p * ldy + r] = s;                                                                       \
+            }                                                                                                     \
+        }                                                                                                         \
+    }
+SCALAR_QUANT_MM(mm_q8_0_scalar, 34, blk_dot_q8_0)
+SCALAR_QUANT_MM(mm_q4_0_scalar, 18, blk_dot_q4_0)
 
 static float dot_scalar(const float *a, const float *b, int n) {
     float s = 0.0f;

@@ -1,5 +1,7 @@
 #include "spec/accept.h"
 
+#include <math.h>
+
 double accept_residual(const float *p, const float *q, int32_t x, int V, float *r) {
     double sum = 0.0;
     for (int i = 0; i < V; i++) {
@@ -26,4 +28,29 @@ int32_t accept_argmax(const float *l, int V) {
     for (int i = 1; i < V; i++)
         if (l[i] > l[b]) b = i;
     return b;
+}
+
+float accept_top1_prob(const float *l, int V, int32_t best, float T) {
+    double s = 0.0;
+    for (int i = 0; i < V; i++) s += exp(((double)l[i] - l[best]) / T);
+    return (float)(1.0 / s);
+}
+
+int32_t draft_peek(sd_sampler *smp, bool greedy, const float *logits, int V, const int32_t *hist, int n_hist,
+                   float *q, float *top1) {
+    if (greedy) {
+        int32_t x = accept_argmax(logits, V);
+        *top1 = accept_top1_prob(logits, V, x, 1.0f);
+        return x;
+    }
+    sd_sampler_probs(smp, logits, hist, n_hist, q);
+    int32_t b = 0;
+    for (int i = 1; i < V; i++)
+        if (q[i] > q[b]) b = i;
+    *top1 = q[b];
+    return -1;
+}
+
+int32_t draft_draw(sd_sampler *smp, bool greedy, int32_t peeked, const float *q) {
+    return greedy ? peeked : sd_sampler_draw(smp, q);
 }

@@ -21,4 +21,13 @@ bool accept_sample(const float *p, const float *q, int32_t x, int V, double u, s
 
 /* argmax with the lowest id on ties (the greedy sampler's rule). */
 int32_t accept_argmax(const float *logits, int V);
+/* max softmax(logits / T) given its argmax. */
+float accept_top1_prob(const float *logits, int V, int32_t best, float T);
+
+/* A drafter's next token from its logits: greedy -> argmax (q unused); sampling -> q[V] = the processed
+ * distribution (history hist[0..n_hist)) and *top1 = its largest probability; the token itself is drawn only by
+ * draft_draw, after the controller agreed to draft it. Returns the greedy token, or -1 when sampling. */
+int32_t draft_peek(sd_sampler *smp, bool greedy, const float *logits, int V, const int32_t *hist, int n_hist,
+                   float *q, float *top1);
+int32_t draft_draw(sd_sampler *smp, bool greedy, int32_t peeked, const float *q);
 #endif

@@ -7,7 +7,6 @@
  *  - verification aligns all tokens to the deepest depth reached (block passes) and runs the remaining layers once
  *    over the whole block.
  * Every layer of every position is computed exactly once, so the cache and the logits equal plain decoding's. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,13 +59,6 @@ static sd_status extend(bound_drafter *bd, int upto, int t, sd_error *err) {
     return SD_OK;
 }
 
-/* Tempered top-1 probability of z at temperature T. */
-static float conf_at(const float *z, int V, float T, int32_t best) {
-    double s = 0.0;
-    for (int i = 0; i < V; i++) s += exp(((double)z[i] - z[best]) / T);
-    return (float)(1.0 / s);
-}
-
 static int bd_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t *tokens, float *q, bool *q_onehot,
                     sd_error *err) {
     bound_drafter *bd = (bound_drafter *)d;
@@ -92,7 +84,7 @@ static int bd_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t 
             if (sd_lm_head(bd->ctx, bd->st + (size_t)i * D, 1, depth, bd->heads, bd->logits, err)) return -1;
             int32_t best = accept_argmax(bd->logits, bd->V);
             float T = 1.0f + bd->alpha * (1.0f - (float)depth / (float)bd->L);
-            if (conf_at(bd->logits, bd->V, T, best) >= bd->tau) {
+            if (accept_top1_prob(bd->logits, bd->V, best, T) >= bd->tau) {
                 tokens[k] = best;
                 hist[n + k] = best;
                 k++;

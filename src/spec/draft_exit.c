@@ -5,7 +5,6 @@
  * the cached states of the whole block; layers below E are never recomputed. Rejected positions are dropped from
  * every layer by the engine's rollback. Exact because "layers [0, E) one position at a time" produces the same
  * bits as any block (batch invariance). */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,12 +45,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static float top1_prob(const float *l, int V, int32_t best) {
-    double s = 0.0;
-    for (int i = 0; i < V; i++) s += exp((double)l[i] - l[best]);
-    return (float)(1.0 / s);
-}
-
 /* DEL: shadow tokens of positions [0, npos) at every candidate depth vs the target tokens tgt, into the stats. */
 static void del_shadows(exit_drafter *ex, int npos) {
     double t0 = now_s();
@@ -65,7 +58,7 @@ static void del_shadows(exit_drafter *ex, int npos) {
             const float *z = ex->sh_logits + (size_t)i * V;
             int32_t b = accept_argmax(z, V);
             ex->match[(size_t)l * npos + i] = b == ex->tgt[i];
-            ex->conf[(size_t)l * npos + i] = top1_prob(z, V, b);
+            ex->conf[(size_t)l * npos + i] = accept_top1_prob(z, V, b, 1.0f);
         }
     }
     del_observe(ex->del, npos, ex->match, ex->conf);
@@ -124,22 +117,10 @@ static int ex_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t 
     int k = 0;
     while (k < max) {
         if (exit_step(ex, x, true, err)) return -1;
-        float top1;
-        int32_t nx;
-        if (ex->greedy) {
-            nx = accept_argmax(ex->logits, ex->V);
-            top1 = top1_prob(ex->logits, ex->V, nx);
-        } else {
-            float *qk = q + (size_t)k * ex->V;
-            sd_sampler_probs(ex->smp, ex->logits, hist, n + k, qk);
-            int32_t b = 0;
-            for (int i = 1; i < ex->V; i++)
-                if (qk[i] > qk[b]) b = i;
-            top1 = qk[b];
-            nx = -1;
-        }
+        float top1, *qk = ex->greedy ? NULL : q + (size_t)k * ex->V;
+        int32_t nx = draft_peek(ex->smp, ex->greedy, ex->logits, ex->V, hist, n + k, qk, &top1);
         if (!c->keep_going(c, k, top1)) break;
-        if (!ex->greedy) nx = sd_sampler_draw(ex->smp, q + (size_t)k * ex->V);
+        nx = draft_draw(ex->smp, ex->greedy, nx, qk);
         tokens[k] = nx;
         hist[n + k] = nx;
         k++;

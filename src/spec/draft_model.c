@@ -1,7 +1,6 @@
 /* draft_model: a separate (smaller or cheaper) model with its own context and KV cache, kept in step with the
  * target's history: after each round its cache is cut back to the longest prefix of the new history it has
  * seen, and the next draft first feeds what it has not (at least the pending token). */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,12 +39,6 @@ static sd_status md_begin(drafter *d, const int32_t *hist, int n, sd_error *err)
     return st;
 }
 
-static float top1_prob(const float *l, int V, int32_t best) {
-    double s = 0.0;
-    for (int i = 0; i < V; i++) s += exp((double)l[i] - l[best]);
-    return (float)(1.0 / s);
-}
-
 static int md_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t *tokens, float *q,
                     bool *q_onehot, sd_error *err) {
     model_drafter *md = (model_drafter *)d;
@@ -53,22 +46,10 @@ static int md_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t 
     if (feed(md, hist, md->len, n, true, err)) return -1;
     int k = 0;
     while (k < max) {
-        int32_t x;
-        float top1;
-        if (md->greedy) {
-            x = accept_argmax(md->logits, md->V);
-            top1 = top1_prob(md->logits, md->V, x);
-        } else {
-            float *qk = q + (size_t)k * md->V;
-            sd_sampler_probs(md->smp, md->logits, hist, n + k, qk);
-            int32_t b = 0;
-            for (int i = 1; i < md->V; i++)
-                if (qk[i] > qk[b]) b = i;
-            top1 = qk[b];
-            x = -1;
-        }
+        float top1, *qk = md->greedy ? NULL : q + (size_t)k * md->V;
+        int32_t x = draft_peek(md->smp, md->greedy, md->logits, md->V, hist, n + k, qk, &top1);
         if (!c->keep_going(c, k, top1)) break;
-        if (!md->greedy) x = sd_sampler_draw(md->smp, q + (size_t)k * md->V);
+        x = draft_draw(md->smp, md->greedy, x, qk);
         tokens[k] = x;
         hist[n + k] = x; /* the penalty's history for the next draft step */
         k++;

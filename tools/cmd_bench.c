@@ -34,7 +34,7 @@ static void usage(FILE *f) {
             "  --ctx N            block: context length before the block (default 256)\n"
             "  --ks LIST          block: block sizes (default 1,2,4,8,12,16)\n"
             "  --reps N           repetitions; the median is reported (default 5)\n"
-            "  --bw-mib N         bandwidth: buffer size in MiB (default 1024)\n"
+            "  --bw-mib N         bandwidth buffer in MiB (default 4096; decode uses at least 4x the bytes per token)\n"
             "  --json FILE        also write the results as JSON\n");
 }
 
@@ -161,7 +161,12 @@ static int bench_decode(const bench_opts *o) {
     }
     double med = median(tps, o->reps);
     best_tps = tps[o->reps - 1];
-    double bw = measure_bandwidth(sd_ctx_n_threads(c), o->bw_mib, 5, NULL);
+    /* a buffer well beyond the weights (>= 4x the bytes per token, >= the --bw-mib floor) so the reading is the memory
+     * level the weights stream from, not a cache */
+    int mib = (int)(4 * info.decode_bytes / (1 << 20));
+    if (mib < o->bw_mib) mib = o->bw_mib;
+    if (mib > 16384) mib = 16384;
+    double bw = measure_bandwidth(sd_ctx_n_threads(c), mib, 5, NULL);
     double roof = bw / (double)info.decode_bytes;
     printf("| model | type | threads | tok/s (median) | tok/s (best) | ms/token | MiB/token | read GB/s (median) | roofline tok/s | ratio |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -283,7 +288,7 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(what, "spec")) return cmd_bench_spec(argc - 1, argv + 1);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     bench_opts o = {.ks = "1,2,4,8,12,16", .threads = ncpu > 0 ? (int)ncpu : 1, .n = 64, .ctx = 256, .reps = 5,
-                    .bw_mib = 1024};
+                    .bw_mib = 4096};
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

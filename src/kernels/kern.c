@@ -15,6 +15,7 @@ void kern_quantize_q8(const float *x, int n_cols, act_q8 *out) {
         float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         out[b].d = fp16_to_f32(f32_to_fp16(d));
         for (int j = 0; j < 32; j++) out[b].qs[j] = (int8_t)roundf(v[j] * id);
+        for (int j = 0; j < 16; j++) out[b].s8[j] = (int16_t)(8 * (out[b].qs[2 * j] + out[b].qs[2 * j + 1]));
     }
 }
 

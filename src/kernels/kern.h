@@ -12,10 +12,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* An activation block of 32 values: the fp16-rounded scale as float + 32 int8. */
+/* An activation block of 32 values: the fp16-rounded scale as float + 32 int8, and s8[i] = 8 (qs[2i] + qs[2i+1])
+ * (lets q4_0 kernels multiply the stored unsigned nibbles directly: sum (n - 8) x = sum n x - sum 8 x). */
 typedef struct act_q8 {
     float d;
     int8_t qs[32];
+    int16_t s8[16];
 } act_q8;
 
 /* w: [rows][row_bytes] weights; x: [n][x_stride bytes] float rows (float types) or act_q8 rows (quantized);

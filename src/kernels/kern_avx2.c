@@ -118,11 +118,12 @@ FLOAT_MM(mm_bf16_avx2, T_BF16)
 /* ------------------------------------------------------------------ quantized weight types (x as q8 blocks) */
 enum { T_Q8_0, T_Q4_0 };
 
+/* q8_0: the signed weights; q4_0: the unsigned nibbles 0..15 (elements 0..15 low, 16..31 high) */
 INLINE __m256i unpack(int t, const unsigned char *blk) {
     if (t == T_Q8_0) return _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
     __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2));
     __m256i b = _mm256_insertf128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
-    return _mm256_sub_epi8(_mm256_and_si256(b, _mm256_set1_epi8(0x0f)), _mm256_set1_epi8(8));
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0f));
 }
 INLINE float blk_d(const unsigned char *blk) {
     uint16_t h;
@@ -130,16 +131,23 @@ INLINE float blk_d(const unsigned char *blk) {
     return _cvtsh_ss(h);
 }
 
-/* One 32-block of one row for P positions, into accumulator set acc. */
+/* One 32-block of one row for P positions, into accumulator set acc. The integer pair sums are exact either way:
+ * q8_0 uses |w| * sign(x, w); q4_0 uses nibble * x - 8 (x0 + x1) (the precomputed s8). */
 INLINE void quant_block(int t, int P, const unsigned char *blk, int b, const act_q8 *const *xp, __m256 *acc) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i wq = unpack(t, blk);
-    __m256i ax = _mm256_sign_epi8(wq, wq);
+    __m256i ax = t == T_Q8_0 ? _mm256_sign_epi8(wq, wq) : wq;
     float dw = blk_d(blk);
 #pragma GCC unroll 4
     for (int j = 0; j < P; j++) {
         __m256i xq = _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].qs);
-        __m256i d16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(xq, wq));
+        __m256i d16;
+        if (t == T_Q8_0) {
+            d16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(xq, wq));
+        } else {
+            d16 = _mm256_sub_epi16(_mm256_maddubs_epi16(ax, xq),
+                                   _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].s8));
+        }
         __m256 q = _mm256_cvtepi32_ps(_mm256_madd_epi16(d16, ones));
         acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xp[j][b].d), q, acc[j]);
     }

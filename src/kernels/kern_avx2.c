@@ -1,12 +1,13 @@
 /* AVX2 + FMA + F16C kernels (this file alone is compiled with -mavx2 -mfma -mf16c; it is only called after a
  * CPUID check).
  *
- * Loop order: one weight row at a time (a thread streams its rows front to back: several interleaved rows
- * defeat the hardware prefetcher here, measured 11 vs 23 GB/s per core for q8_0), and for each row every group
- * of up to 4 positions, so the row is read from memory once and reused from L1 by the whole block.
- * Invariance: each (row, position) output is computed the same way in every tile: two accumulators (even and
- * odd 8-column chunks, or even and odd 32-blocks), combined as hsum(a0 + a1), then the scalar tail. Two
- * chains hide the FMA latency in decode; the order never depends on n, the tile or the thread split. */
+ * Loop order: a thread takes the rows of its range in pairs (r0 + i, r0 + h + i), one from each half, so it streams
+ * two monotonic sequences (rows interleaved within a page defeat the hardware prefetcher: measured 11 vs 23 GB/s
+ * per core for q8_0); for each pair, every group of up to 4 positions, so the rows are read from memory once and
+ * reused from L1 by the whole block, and each activation load serves both rows.
+ * Invariance: each (row, position) output is ONE accumulation chain over the columns in order (8 columns or one
+ * 32-block per step), then the same horizontal sum and tail, whatever the tile (1 or 2 rows x 1..4 positions), the
+ * block size or the thread split. In decode the two rows' chains hide each other's FMA latency. */
 #include "kernels/kern.h"
 
 #if defined(__x86_64__) && defined(SPECDEC_HAVE_AVX2)
@@ -44,72 +45,96 @@ INLINE float ld1(int t, const unsigned char *w, int c) {
     return t == T_F16 ? fp16_to_f32(h) : bf16_to_f32(h);
 }
 
-/* One row x P positions over columns [cb, ce) (cb, ce multiples of 16, or ce = the end of the 8-column chunks),
- * continuing the accumulators a0/a1 of each position: chunks of 8 columns alternate between them. */
-INLINE void tile_float(int t, int P, const unsigned char *w, int cb, int ce, const float *const *xp, __m256 *a0,
-                       __m256 *a1) {
+/* R rows (1 or 2, anywhere in memory) x P positions (1..4) over columns [cb, ce) (multiples of 8), continuing
+ * the accumulators acc[i * POS_GROUP + j]: one accumulation chain per (row, position), 8 columns at a time. */
+enum { COL_CHUNK = 512, POS_GROUP = 32 }; /* columns per pass (multiple of 8); positions whose accumulators wait */
+
+INLINE void tile_float(int t, int R, int P, const unsigned char *const *wr, int cb, int ce, const float *const *xp,
+                       __m256 *acc) {
     const int esz = t == T_F32 ? 4 : 2;
-    const int c16 = cb + ((ce - cb) & ~15);
-    __m256 r0[4], r1[4];
+    __m256 r[2][4];
+#pragma GCC unroll 2
+    for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
-    for (int j = 0; j < P; j++) r0[j] = a0[j], r1[j] = a1[j];
-    int c = cb;
-    for (; c < c16; c += 16) {
-        if ((c * esz & 63) == 0) _mm_prefetch((const char *)w + (size_t)c * esz + PREFETCH_AHEAD, _MM_HINT_T0);
-        __m256 w0 = ld8(t, w, c), w1 = ld8(t, w, c + 8);
+        for (int j = 0; j < P; j++) r[i][j] = acc[i * POS_GROUP + j];
+    for (int c = cb; c < ce; c += 8) {
+        if ((c * esz & 63) == 0)
+#pragma GCC unroll 2
+            for (int i = 0; i < R; i++) _mm_prefetch((const char *)wr[i] + (size_t)c * esz + PREFETCH_AHEAD, _MM_HINT_T0);
+        __m256 xv[4];
 #pragma GCC unroll 4
-        for (int j = 0; j < P; j++) {
-            r0[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xp[j] + c), r0[j]);
-            r1[j] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xp[j] + c + 8), r1[j]);
+        for (int j = 0; j < P; j++) xv[j] = _mm256_loadu_ps(xp[j] + c);
+#pragma GCC unroll 2
+        for (int i = 0; i < R; i++) {
+            __m256 wv = ld8(t, wr[i], c);
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) r[i][j] = _mm256_fmadd_ps(wv, xv[j], r[i][j]);
         }
     }
-    if (c < ce) { /* a last lone chunk of 8 */
-        __m256 w0 = ld8(t, w, c);
+#pragma GCC unroll 2
+    for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < P; j++) r0[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xp[j] + c), r0[j]);
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < P; j++) a0[j] = r0[j], a1[j] = r1[j];
+        for (int j = 0; j < P; j++) acc[i * POS_GROUP + j] = r[i][j];
 }
 
-enum { COL_CHUNK = 512, POS_GROUP = 32 }; /* columns per pass (multiple of 16); positions whose accumulators wait */
-
-/* One weight row against all n positions: positions in groups of POS_GROUP; for each group the row is walked in
- * column chunks so the group's activations stay in L1, with each position's two accumulators carried from
- * chunk to chunk (the arithmetic is the same as one pass over all columns). */
-INLINE void row_float(int t, const unsigned char *w, int cols, const void *x, size_t xs, int n, float *y, int ldy,
-                      int r) {
+/* Rows wr[0..R) (output rows ri[0..R)) against all n positions: positions in groups of POS_GROUP, columns in chunks
+ * so a group's activations stay in L1, accumulators carried from chunk to chunk. */
+INLINE void rows_float(int t, int R, const unsigned char *const *wr, const int *ri, int cols, const void *x, size_t xs,
+                       int n, float *y, int ldy) {
     const int c8 = cols & ~7;
-    __m256 a0[POS_GROUP], a1[POS_GROUP];
+    __m256 acc[2 * POS_GROUP];
     for (int g = 0; g < n; g += POS_GROUP) {
         int gn = n - g < POS_GROUP ? n - g : POS_GROUP;
         const float *xp[POS_GROUP];
         for (int j = 0; j < gn; j++) {
             xp[j] = (const float *)(const void *)((const char *)x + (size_t)(g + j) * xs);
-            a0[j] = a1[j] = _mm256_setzero_ps();
+            for (int i = 0; i < R; i++) acc[i * POS_GROUP + j] = _mm256_setzero_ps();
         }
-        int chunk = gn <= 1 ? c8 + 16 : COL_CHUNK; /* one position: its activations fit in L1 anyway */
+        int chunk = gn <= 1 ? c8 + 8 : COL_CHUNK;
         for (int cb = 0; cb < c8; cb += chunk) {
             int ce = cb + chunk < c8 ? cb + chunk : c8;
             int p = 0;
-            for (; p + 4 <= gn; p += 4) tile_float(t, 4, w, cb, ce, xp + p, a0 + p, a1 + p);
+            for (; p + 4 <= gn; p += 4) {
+                if (R == 2) tile_float(t, 2, 4, wr, cb, ce, xp + p, acc + p);
+                else tile_float(t, 1, 4, wr, cb, ce, xp + p, acc + p);
+            }
             int rem = gn - p;
-            if (rem == 3) tile_float(t, 3, w, cb, ce, xp + p, a0 + p, a1 + p);
-            else if (rem == 2) tile_float(t, 2, w, cb, ce, xp + p, a0 + p, a1 + p);
-            else if (rem == 1) tile_float(t, 1, w, cb, ce, xp + p, a0 + p, a1 + p);
+            if (R == 2) {
+                if (rem == 3) tile_float(t, 2, 3, wr, cb, ce, xp + p, acc + p);
+                else if (rem == 2) tile_float(t, 2, 2, wr, cb, ce, xp + p, acc + p);
+                else if (rem == 1) tile_float(t, 2, 1, wr, cb, ce, xp + p, acc + p);
+            } else {
+                if (rem == 3) tile_float(t, 1, 3, wr, cb, ce, xp + p, acc + p);
+                else if (rem == 2) tile_float(t, 1, 2, wr, cb, ce, xp + p, acc + p);
+                else if (rem == 1) tile_float(t, 1, 1, wr, cb, ce, xp + p, acc + p);
+            }
         }
-        for (int j = 0; j < gn; j++) {
-            float s = hsum8(_mm256_add_ps(a0[j], a1[j]));
-            for (int cc = c8; cc < cols; cc++) s += ld1(t, w, cc) * xp[j][cc];
-            y[(size_t)(g + j) * ldy + r] = s;
-        }
+        for (int i = 0; i < R; i++)
+            for (int j = 0; j < gn; j++) {
+                float s = hsum8(acc[i * POS_GROUP + j]);
+                for (int cc = c8; cc < cols; cc++) s += ld1(t, wr[i], cc) * xp[j][cc];
+                y[(size_t)(g + j) * ldy + ri[i]] = s;
+            }
     }
 }
 
+/* The thread's rows are taken in pairs (r0 + i, r0 + h + i), one from each half of its range: two monotonic streams
+ * (prefetcher-friendly) whose chains hide each other's FMA latency in decode and share the activation loads in
+ * blocks. An odd last row goes alone. */
 #define FLOAT_MM(name, T)                                                                                        \
     static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
                      int ldy, int r0, int r1) {                                                                   \
-        for (int r = r0; r < r1; r++) row_float(T, w + (size_t)r * rb, cols, x, xs, n, y, ldy, r);               \
+        int h = (r1 - r0) / 2;                                                                                    \
+        for (int i = 0; i < h; i++) {                                                                             \
+            const unsigned char *wr[2] = {w + (size_t)(r0 + i) * rb, w + (size_t)(r0 + h + i) * rb};              \
+            int ri[2] = {r0 + i, r0 + h + i};                                                                     \
+            rows_float(T, 2, wr, ri, cols, x, xs, n, y, ldy);                                                     \
+        }                                                                                                         \
+        if ((r1 - r0) % 2) {                                                                                      \
+            const unsigned char *wr[1] = {w + (size_t)(r1 - 1) * rb};                                             \
+            int ri[1] = {r1 - 1};                                                                                 \
+            rows_float(T, 1, wr, ri, cols, x, xs, n, y, ldy);                                                     \
+        }                                                                                                         \
     }
 FLOAT_MM(mm_f32_avx2, T_F32)
 FLOAT_MM(mm_f16_avx2, T_F16)
@@ -131,66 +156,89 @@ INLINE float blk_d(const unsigned char *blk) {
     return _cvtsh_ss(h);
 }
 
-/* One 32-block of one row for P positions, into accumulator set acc. The integer pair sums are exact either way:
- * q8_0 uses |w| * sign(x, w); q4_0 uses nibble * x - 8 (x0 + x1) (the precomputed s8). */
-INLINE void quant_block(int t, int P, const unsigned char *blk, int b, const act_q8 *const *xp, __m256 *acc) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i wq = unpack(t, blk);
-    __m256i ax = t == T_Q8_0 ? _mm256_sign_epi8(wq, wq) : wq;
-    float dw = blk_d(blk);
-#pragma GCC unroll 4
-    for (int j = 0; j < P; j++) {
-        __m256i xq = _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].qs);
-        __m256i d16;
-        if (t == T_Q8_0) {
-            d16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(xq, wq));
-        } else {
-            d16 = _mm256_sub_epi16(_mm256_maddubs_epi16(ax, xq),
-                                   _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].s8));
-        }
-        __m256 q = _mm256_cvtepi32_ps(_mm256_madd_epi16(d16, ones));
-        acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xp[j][b].d), q, acc[j]);
-    }
-}
-
-/* One row x P positions: even blocks into a0, odd blocks into a1. */
-INLINE void tile_quant(int t, int P, const unsigned char *w, int nb, const act_q8 *const *xp, float *y, int ldy,
-                       int r, int p0) {
+/* One 32-block of R rows x P positions: one FMA per (row, position) chain. The integer pair sums are exact either
+ * way: q8_0 uses |w| * sign(x, w); q4_0 uses nibble * x - 8 (x0 + x1) (the precomputed s8). */
+INLINE void quant_block(int t, int R, int P, const unsigned char *const *wr, int b, const act_q8 *const *xp,
+                        __m256 r[2][4]) {
     const int bb = t == T_Q8_0 ? 34 : 18;
-    __m256 a0[4], a1[4];
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 2
+    for (int i = 0; i < R; i++) {
+        const unsigned char *blk = wr[i] + (size_t)b * bb;
+        __m256i wq = unpack(t, blk);
+        __m256i ax = t == T_Q8_0 ? _mm256_sign_epi8(wq, wq) : wq;
+        float dw = blk_d(blk);
 #pragma GCC unroll 4
-    for (int j = 0; j < P; j++) a0[j] = a1[j] = _mm256_setzero_ps();
-    int b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        _mm_prefetch((const char *)w + (size_t)b * bb + PREFETCH_AHEAD, _MM_HINT_T0);
-        quant_block(t, P, w + (size_t)b * bb, b, xp, a0);
-        quant_block(t, P, w + (size_t)(b + 1) * bb, b + 1, xp, a1);
+        for (int j = 0; j < P; j++) {
+            __m256i xq = _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].qs);
+            __m256i d16;
+            if (t == T_Q8_0) d16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(xq, wq));
+            else
+                d16 = _mm256_sub_epi16(_mm256_maddubs_epi16(ax, xq),
+                                       _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].s8));
+            __m256 q = _mm256_cvtepi32_ps(_mm256_madd_epi16(d16, ones));
+            r[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xp[j][b].d), q, r[i][j]);
+        }
     }
-    if (b < nb) quant_block(t, P, w + (size_t)b * bb, b, xp, a0);
-#pragma GCC unroll 4
-    for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + r] = hsum8(_mm256_add_ps(a0[j], a1[j]));
 }
 
-INLINE void row_quant(int t, const unsigned char *w, int cols, const void *x, size_t xs, int n, float *y, int ldy,
-                      int r) {
+INLINE void tile_quant(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb,
+                       const act_q8 *const *xp, float *y, int ldy, int p0) {
+    const int bb = t == T_Q8_0 ? 34 : 18;
+    __m256 r[2][4];
+#pragma GCC unroll 2
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) r[i][j] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        if (((b * bb) & 63) < bb)
+#pragma GCC unroll 2
+            for (int i = 0; i < R; i++) _mm_prefetch((const char *)wr[i] + (size_t)b * bb + PREFETCH_AHEAD, _MM_HINT_T0);
+        quant_block(t, R, P, wr, b, xp, r);
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = hsum8(r[i][j]);
+}
+
+INLINE void rows_quant(int t, int R, const unsigned char *const *wr, const int *ri, int cols, const void *x, size_t xs,
+                       int n, float *y, int ldy) {
     const int nb = cols / 32;
     const act_q8 *xp[4];
     int p = 0;
     for (; p + 4 <= n; p += 4) {
         for (int j = 0; j < 4; j++) xp[j] = (const act_q8 *)(const void *)((const char *)x + (size_t)(p + j) * xs);
-        tile_quant(t, 4, w, nb, xp, y, ldy, r, p);
+        if (R == 2) tile_quant(t, 2, 4, wr, ri, nb, xp, y, ldy, p);
+        else tile_quant(t, 1, 4, wr, ri, nb, xp, y, ldy, p);
     }
     int rem = n - p;
     for (int j = 0; j < rem; j++) xp[j] = (const act_q8 *)(const void *)((const char *)x + (size_t)(p + j) * xs);
-    if (rem == 3) tile_quant(t, 3, w, nb, xp, y, ldy, r, p);
-    else if (rem == 2) tile_quant(t, 2, w, nb, xp, y, ldy, r, p);
-    else if (rem == 1) tile_quant(t, 1, w, nb, xp, y, ldy, r, p);
+    if (R == 2) {
+        if (rem == 3) tile_quant(t, 2, 3, wr, ri, nb, xp, y, ldy, p);
+        else if (rem == 2) tile_quant(t, 2, 2, wr, ri, nb, xp, y, ldy, p);
+        else if (rem == 1) tile_quant(t, 2, 1, wr, ri, nb, xp, y, ldy, p);
+    } else {
+        if (rem == 3) tile_quant(t, 1, 3, wr, ri, nb, xp, y, ldy, p);
+        else if (rem == 2) tile_quant(t, 1, 2, wr, ri, nb, xp, y, ldy, p);
+        else if (rem == 1) tile_quant(t, 1, 1, wr, ri, nb, xp, y, ldy, p);
+    }
 }
 
 #define QUANT_MM(name, T)                                                                                        \
     static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
                      int ldy, int r0, int r1) {                                                                   \
-        for (int r = r0; r < r1; r++) row_quant(T, w + (size_t)r * rb, cols, x, xs, n, y, ldy, r);               \
+        int h = (r1 - r0) / 2;                                                                                    \
+        for (int i = 0; i < h; i++) {                                                                             \
+            const unsigned char *wr[2] = {w + (size_t)(r0 + i) * rb, w + (size_t)(r0 + h + i) * rb};              \
+            int ri[2] = {r0 + i, r0 + h + i};                                                                     \
+            rows_quant(T, 2, wr, ri, cols, x, xs, n, y, ldy);                                                     \
+        }                                                                                                         \
+        if ((r1 - r0) % 2) {                                                                                      \
+            const unsigned char *wr[1] = {w + (size_t)(r1 - 1) * rb};                                             \
+            int ri[1] = {r1 - 1};                                                                                 \
+            rows_quant(T, 1, wr, ri, cols, x, xs, n, y, ldy);                                                     \
+        }                                                                                                         \
     }
 QUANT_MM(mm_q8_0_avx2, T_Q8_0)
 QUANT_MM(mm_q4_0_avx2, T_Q4_0)

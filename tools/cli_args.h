@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static inline bool cli_int(const char *flag, const char *s, long lo, long hi, int *out) {
     char *end;
@@ -42,5 +43,22 @@ static inline bool cli_float(const char *flag, const char *s, double lo, double 
     }
     *out = (float)v;
     return true;
+}
+/* The head of a subcommand's option loop: reads argv[*i] into *flag and, for options with a value, argv[*i + 1]
+ * into *val (advancing *i). Returns 0 to go on, 1 when the flag asked for help, 2 (after a message) when a value
+ * is missing. `no_value` lists flags that take none ("--ignore-eos"), may be NULL. */
+static inline int cli_take(int argc, char **argv, int *i, const char **flag, const char **val, const char *cmd,
+                           const char *const *no_value) {
+    *flag = argv[*i];
+    *val = NULL;
+    if (!strcmp(*flag, "-h") || !strcmp(*flag, "--help")) return 1;
+    for (int k = 0; no_value && no_value[k]; k++)
+        if (!strcmp(*flag, no_value[k])) return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "error: %s needs a value (see specdec %s --help)\n", *flag, cmd);
+        return 2;
+    }
+    *val = argv[++*i];
+    return 0;
 }
 #endif

@@ -290,16 +290,13 @@ int cmd_bench(int argc, char **argv) {
     bench_opts o = {.ks = "1,2,4,8,12,16", .threads = ncpu > 0 ? (int)ncpu : 1, .n = 64, .ctx = 256, .reps = 5,
                     .bw_mib = 4096};
     for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        const char *a, *v;
+        int tk = cli_take(argc, argv, &i, &a, &v, "bench", NULL);
+        if (tk == 1) {
             usage(stdout);
             return 0;
         }
-        if (!v) {
-            fprintf(stderr, "error: %s needs a value (see specdec bench --help)\n", a);
-            return 2;
-        }
-        i++;
+        if (tk) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) o.model = v;
         else if (!strcmp(a, "--json")) o.json = v;
         else if (!strcmp(a, "--ks")) o.ks = v;

@@ -223,21 +223,19 @@ int cmd_bench_spec(int argc, char **argv) {
     sd_sampler_params spp = sd_sampler_default_params();
     spp.temp = 0;
     sd_ctx_params cp = sd_ctx_default_params();
+    static const char *const no_value[] = {"--ignore-eos", NULL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        const char *a, *v;
+        int tk = cli_take(argc, argv, &i, &a, &v, "bench spec", no_value);
+        if (tk == 1) {
             usage(stdout);
             return 0;
         }
-        if (!strcmp(a, "--ignore-eos")) {
+        if (tk) return 2;
+        if (!v) { /* --ignore-eos */
             ignore_eos = true;
             continue;
         }
-        if (!v) {
-            fprintf(stderr, "error: %s needs a value (see specdec bench spec --help)\n", a);
-            return 2;
-        }
-        i++;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
         else if (!strcmp(a, "--prompts")) prompts = v;
         else if (!strcmp(a, "--methods")) methods_s = v;

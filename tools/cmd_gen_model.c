@@ -32,16 +32,13 @@ int cmd_gen_model(int argc, char **argv) {
     p.seed = 1;
     const char *out = NULL;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        const char *a, *v;
+        int tk = cli_take(argc, argv, &i, &a, &v, "gen-model", NULL);
+        if (tk == 1) {
             usage(stdout);
             return 0;
         }
-        if (!v) {
-            fprintf(stderr, "error: %s needs a value (see specdec gen-model --help)\n", a);
-            return 2;
-        }
-        i++;
+        if (tk) return 2;
         if (!strcmp(a, "--shape")) p.shape = v;
         else if (!strcmp(a, "--type")) p.type = v;
         else if (!strcmp(a, "--vocab")) p.vocab_path = v;

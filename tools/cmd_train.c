@@ -43,16 +43,13 @@ int cmd_train(int argc, char **argv) {
     const char *model_path = NULL, *out = NULL;
     int depths[256], n_dep = 0;
     for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        const char *a, *v;
+        int tk = cli_take(argc, argv, &i, &a, &v, "train exit-heads", NULL);
+        if (tk == 1) {
             usage(stdout);
             return 0;
         }
-        if (!v) {
-            fprintf(stderr, "error: %s needs a value (see specdec train exit-heads --help)\n", a);
-            return 2;
-        }
-        i++;
+        if (tk) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
         else if (!strcmp(a, "--corpus")) tp.corpus_path = v;
         else if (!strcmp(a, "--out") || !strcmp(a, "-o")) out = v;

@@ -120,22 +120,23 @@ INLINE void rows_float(int t, int R, const unsigned char *const *wr, const int *
 
 /* The thread's rows are taken in pairs (r0 + i, r0 + h + i), one from each half of its range: two monotonic streams
  * (prefetcher-friendly) whose chains hide each other's FMA latency in decode and share the activation loads in
- * blocks. An odd last row goes alone. */
-#define FLOAT_MM(name, T)                                                                                        \
+ * blocks. An odd last row goes alone. ROWS is rows_float or rows_quant. */
+#define ROW_PAIRS_MM(name, ROWS, T)                                                                               \
     static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
                      int ldy, int r0, int r1) {                                                                   \
         int h = (r1 - r0) / 2;                                                                                    \
         for (int i = 0; i < h; i++) {                                                                             \
             const unsigned char *wr[2] = {w + (size_t)(r0 + i) * rb, w + (size_t)(r0 + h + i) * rb};              \
             int ri[2] = {r0 + i, r0 + h + i};                                                                     \
-            rows_float(T, 2, wr, ri, cols, x, xs, n, y, ldy);                                                     \
+            ROWS(T, 2, wr, ri, cols, x, xs, n, y, ldy);                                                           \
         }                                                                                                         \
         if ((r1 - r0) % 2) {                                                                                      \
             const unsigned char *wr[1] = {w + (size_t)(r1 - 1) * rb};                                             \
             int ri[1] = {r1 - 1};                                                                                 \
-            rows_float(T, 1, wr, ri, cols, x, xs, n, y, ldy);                                                     \
+            ROWS(T, 1, wr, ri, cols, x, xs, n, y, ldy);                                                           \
         }                                                                                                         \
     }
+#define FLOAT_MM(name, T) ROW_PAIRS_MM(name, rows_float, T)
 FLOAT_MM(mm_f32_avx2, T_F32)
 FLOAT_MM(mm_f16_avx2, T_F16)
 FLOAT_MM(mm_bf16_avx2, T_BF16)
@@ -225,21 +226,7 @@ INLINE void rows_quant(int t, int R, const unsigned char *const *wr, const int *
     }
 }
 
-#define QUANT_MM(name, T)                                                                                        \
-    static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
-                     int ldy, int r0, int r1) {                                                                   \
-        int h = (r1 - r0) / 2;                                                                                    \
-        for (int i = 0; i < h; i++) {                                                                             \
-            const unsigned char *wr[2] = {w + (size_t)(r0 + i) * rb, w + (size_t)(r0 + h + i) * rb};              \
-            int ri[2] = {r0 + i, r0 + h + i};                                                                     \
-            rows_quant(T, 2, wr, ri, cols, x, xs, n, y, ldy);                                                     \
-        }                                                                                                         \
-        if ((r1 - r0) % 2) {                                                                                      \
-            const unsigned char *wr[1] = {w + (size_t)(r1 - 1) * rb};                                             \
-            int ri[1] = {r1 - 1};                                                                                 \
-            rows_quant(T, 1, wr, ri, cols, x, xs, n, y, ldy);                                                     \
-        }                                                                                                         \
-    }
+#define QUANT_MM(name, T) ROW_PAIRS_MM(name, rows_quant, T)
 QUANT_MM(mm_q8_0_avx2, T_Q8_0)
 QUANT_MM(mm_q4_0_avx2, T_Q4_0)
 

@@ -75,6 +75,12 @@ expect_err "heads for another model" "another model" generate -m "$SHARED/models
 expect_err "heads file that is not heads" "not an exit-heads file" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec early-exit --exit-heads "$SHARED/models/stories260K.gguf"
 expect_err "train without a corpus" "corpus" train exit-heads -m "$SHARED/models/stories260K.gguf" --out "$heads"
 expect_err "train a missing corpus" "/no/corpus.txt" train exit-heads -m "$SHARED/models/stories260K.gguf" --corpus /no/corpus.txt --out "$heads"
+# every method also runs in sampling mode (its distribution is tested in test_spec; here: it completes)
+for args in "--spec early-exit --exit-layer 2" "--spec del" "--spec specbound --sb-tau 0.4" "--spec ngram" \
+            "--spec draft --draft-model $SHARED/models/stories260K.gguf --ctrl dv" "--spec early-exit --exit-heads $heads"; do
+    $CLI generate -m "$SHARED/models/stories260K.gguf" -p "Once upon a time" -n 40 --temp 0.9 --seed 3 $args >"$out" 2>"$err"
+    if [ $? -eq 0 ] && grep -q "mean accepted length" "$err"; then ok; else bad "sampling $args: $(cat "$err")"; fi
+done
 rm -f "$heads"
 
 # the example program (uses only the public header)

@@ -1,16 +1,13 @@
 /* engine: the draft -> verify (one block forward) -> accept -> roll back -> controller loop. It knows drafters
  * and controllers only through their vtables. */
 #define _POSIX_C_SOURCE 200809L
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "ctrl/ctrl.h"
-#include "ctrl/del.h"
-#include "model/exit_heads.h"
 #include "model/model.h"
 #include "spec/accept.h"
+#include "spec/method.h"
 #include "spec/spec.h"
 #include "util/err.h"
 
@@ -63,71 +60,13 @@ sd_status sd_vocab_compatible(const sd_model *t, const sd_model *d, sd_error *er
     return SD_OK;
 }
 
-static sd_status check_params(sd_ctx *target, const sd_spec_params *sp, sd_error *err) {
-    if (sp->gamma < 1 || sp->gamma > 256)
-        return err_set(err, SD_ERR_ARG, "gamma %d: drafts per round must be in [1, 256]", sp->gamma);
-    if (sp->gamma_max < 1 || sp->gamma_max > 256)
-        return err_set(err, SD_ERR_ARG, "gamma-max %d must be in [1, 256]", sp->gamma_max);
-    if (sp->gamma > sd_ctx_n_batch(target) - 1)
-        return err_set(err, SD_ERR_ARG, "gamma %d needs a verification block of %d but the context's n_batch is %d",
-                       sp->gamma, sp->gamma + 1, sd_ctx_n_batch(target));
-    if (!(sp->p_min >= 0 && sp->p_min <= 1)) return err_set(err, SD_ERR_ARG, "p-min %g must be in [0, 1]", sp->p_min);
-    if (!(sp->dv_target > 0 && sp->dv_target <= 1) || !(sp->dv_eps >= 0 && sp->dv_eps < 1) ||
-        !(sp->dv_theta0 >= 0 && sp->dv_theta0 <= 1))
-        return err_set(err, SD_ERR_ARG, "DV parameters out of range (target in (0,1], eps in [0,1), theta0 in [0,1])");
-    if (sp->ngram_min < 1 || sp->ngram_max < sp->ngram_min || sp->ngram_max > 64)
-        return err_set(err, SD_ERR_ARG, "n-gram sizes %d..%d: need 1 <= min <= max <= 64", sp->ngram_min, sp->ngram_max);
-    if (sp->method == SD_SPEC_DRAFT) {
-        if (!sp->draft_ctx) return err_set(err, SD_ERR_ARG, "speculative method 'draft' needs a draft model");
-        if (sd_ctx_n_batch(sp->draft_ctx) < 1) return err_set(err, SD_ERR_ARG, "draft context has no batch");
-        sd_status st = sd_vocab_compatible(sd_ctx_model(target), sd_ctx_model(sp->draft_ctx), err);
-        if (st) return st;
-    } else if (sp->method == SD_SPEC_SPECBOUND) {
-        int L = sd_ctx_model(target)->hp.n_layer;
-        if (L < 2) return err_set(err, SD_ERR_ARG, "SpecBound needs a model with at least 2 layers");
-        if (!(sp->sb_tau > 0 && sp->sb_tau <= 1)) return err_set(err, SD_ERR_ARG, "SpecBound tau %g must be in (0, 1]", sp->sb_tau);
-        if (!(sp->sb_alpha >= 0) || !isfinite(sp->sb_alpha))
-            return err_set(err, SD_ERR_ARG, "SpecBound alpha %g must be >= 0", sp->sb_alpha);
-        if (sp->sb_depth < 0 || sp->sb_depth >= L)
-            return err_set(err, SD_ERR_ARG, "SpecBound depth bound %d must be in [1, %d] (0: 3L/4)", sp->sb_depth, L - 1);
-        if (sp->sb_width < 1 || sp->sb_width > 256)
-            return err_set(err, SD_ERR_ARG, "SpecBound width bound %d must be in [1, 256]", sp->sb_width);
-        if (sp->sb_width > sd_ctx_n_batch(target) - 1)
-            return err_set(err, SD_ERR_ARG, "SpecBound width %d needs a block of %d but n_batch is %d", sp->sb_width,
-                           sp->sb_width + 1, sd_ctx_n_batch(target));
-        if (sp->exit_heads && sp->exit_heads->n_embd != sd_ctx_model(target)->hp.n_embd)
-            return err_set(err, SD_ERR_ARG, "exit heads are for another model");
-    } else if (sp->method == SD_SPEC_EARLY_EXIT || sp->method == SD_SPEC_DEL) {
-        int L = sd_ctx_model(target)->hp.n_layer;
-        if (L < 2) return err_set(err, SD_ERR_ARG, "early exit needs a model with at least 2 layers");
-        if (sp->exit_layer < 0 || sp->exit_layer >= L)
-            return err_set(err, SD_ERR_ARG, "exit layer %d out of range: the draft runs layers [0, E) with 1 <= E <= %d",
-                           sp->exit_layer, L - 1);
-        if (sp->exit_heads && sp->exit_heads->n_embd != sd_ctx_model(target)->hp.n_embd)
-            return err_set(err, SD_ERR_ARG, "exit heads are for another model");
-        if (sp->method == SD_SPEC_DEL) {
-            if (!(sp->del_omega > 0 && sp->del_omega <= 1)) return err_set(err, SD_ERR_ARG, "DEL omega %g must be in (0, 1]", sp->del_omega);
-            if (sp->del_dmax < 1 || sp->del_dmax > 256) return err_set(err, SD_ERR_ARG, "DEL d_max %d must be in [1, 256]", sp->del_dmax);
-            if (sp->del_every < 1) return err_set(err, SD_ERR_ARG, "DEL shadow interval %d must be >= 1", sp->del_every);
-            if (sp->del_init_tokens < 0) return err_set(err, SD_ERR_ARG, "DEL init tokens %d must be >= 0", sp->del_init_tokens);
-            for (int i = 0; sp->del_layers && i < sp->del_n_layers; i++)
-                if (sp->del_layers[i] < 1 || sp->del_layers[i] >= L)
-                    return err_set(err, SD_ERR_ARG, "DEL candidate depth %d out of range 1..%d", sp->del_layers[i], L - 1);
-            if (sp->del_layers && sp->del_n_layers < 1) return err_set(err, SD_ERR_ARG, "DEL needs at least one candidate depth");
-        }
-    } else if (sp->method != SD_SPEC_NONE && sp->method != SD_SPEC_NGRAM) {
-        return err_set(err, SD_ERR_ARG, "unknown speculative method %d", (int)sp->method);
-    }
-    return SD_OK;
-}
-
 sd_status sd_spec_generate(sd_ctx *target, sd_sampler *smp, const sd_spec_params *sp_in, const int32_t *prompt,
                            int n_prompt, int n_predict, bool ignore_eos, int32_t *out, int *n_out, sd_token_cb cb,
                            void *user, sd_spec_stats *stats, sd_error *err) {
     if (n_out) *n_out = 0;
     if (!target || !smp || !prompt || !sp_in) return err_set(err, SD_ERR_ARG, "sd_spec_generate: NULL argument");
-    sd_spec_params sp = *sp_in;
-    sd_status st = check_params(target, &sp, err);
+    const sd_spec_params sp = *sp_in;
+    sd_status st = method_check(target, &sp, err);
     if (st) return st;
     if (n_prompt < 1) return err_set(err, SD_ERR_ARG, "the prompt is empty (at least one token is needed)");
     if (n_predict < 0) return err_set(err, SD_ERR_ARG, "number of tokens to predict %d must be >= 0", n_predict);
@@ -136,18 +75,12 @@ sd_status sd_spec_generate(sd_ctx *target, sd_sampler *smp, const sd_spec_params
     if (n_prompt + n_predict > n_ctx)
         return err_set(err, SD_ERR_ARG, "prompt (%d tokens) + tokens to predict (%d) exceed the context (%d)", n_prompt,
                        n_predict, n_ctx);
-    int draft_ctx_room = sp.method == SD_SPEC_DRAFT ? sd_ctx_n_ctx(sp.draft_ctx) : n_ctx;
-    if (sp.method == SD_SPEC_DRAFT && n_prompt >= draft_ctx_room)
+    const int draft_ctx_room = method_ctx_room(&sp, n_ctx);
+    if (n_prompt >= draft_ctx_room)
         return err_set(err, SD_ERR_ARG, "the prompt (%d tokens) does not fit the draft model's context (%d)", n_prompt,
                        draft_ctx_room);
     const bool greedy = sd_sampler_is_greedy(smp);
-    int gmax = sp.gamma > sp.gamma_max ? sp.gamma : sp.gamma_max;
-    if (sp.method == SD_SPEC_DEL && sp.del_dmax > gmax) gmax = sp.del_dmax;
-    if (sp.method == SD_SPEC_SPECBOUND) { /* W bounds the round's drafts */
-        sp.ctrl = SD_CTRL_FIXED;
-        sp.gamma = sp.sb_width;
-        if (sp.sb_width > gmax) gmax = sp.sb_width;
-    }
+    const int gmax = method_max_drafts(&sp);
     const int cap_hist = n_prompt + n_predict + gmax + 2;
     int32_t *hist = malloc((size_t)cap_hist * sizeof *hist);
     int32_t *drafts = malloc((size_t)(gmax + 1) * sizeof *drafts);
@@ -155,17 +88,12 @@ sd_status sd_spec_generate(sd_ctx *target, sd_sampler *smp, const sd_spec_params
     float *q = greedy ? NULL : malloc((size_t)gmax * V * sizeof *q);
     float *p = malloc((size_t)V * sizeof *p), *scratch = malloc((size_t)V * sizeof *scratch);
     uint8_t *want = malloc((size_t)gmax + 1);
-    del_state *del = sp.method == SD_SPEC_DEL ? del_new(m->hp.n_layer, &sp) : NULL;
-    ctrl *c = del ? del_ctrl_new(del) : ctrl_new(&sp);
-    drafter *d = NULL;
-    if (sp.method == SD_SPEC_DRAFT) d = drafter_model_new(sp.draft_ctx, smp, err);
-    else if (sp.method == SD_SPEC_NGRAM) d = drafter_ngram_new(sp.ngram_max, sp.ngram_min);
-    else if (sp.method == SD_SPEC_SPECBOUND) d = drafter_bound_new(target, &sp, sp.exit_heads, gmax, err);
-    else if (sp.method == SD_SPEC_EARLY_EXIT || (sp.method == SD_SPEC_DEL && del))
-        d = drafter_exit_new(target, sp.exit_layer ? sp.exit_layer : m->hp.n_layer / 2, sp.exit_heads, smp, gmax, del,
-                             sp.del_init_tokens, err);
-    if (!hist || !drafts || !logits || (!greedy && !q) || !p || !scratch || !want || !c ||
-        (sp.method != SD_SPEC_NONE && !d) || (sp.method == SD_SPEC_DEL && !del)) {
+    spec_method meth;
+    st = method_new(target, smp, &sp, gmax, &meth, err);
+    if (st) goto done;
+    drafter *d = meth.d; /* NULL: plain decoding through the loop */
+    ctrl *c = meth.c;
+    if (!hist || !drafts || !logits || (!greedy && !q) || !p || !scratch || !want) {
         st = err_set(err, SD_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -279,16 +207,11 @@ sd_status sd_spec_generate(sd_ctx *target, sd_sampler *smp, const sd_spec_params
     s.t_gen_s = now_s() - t1;
     s.layer_passes = sd_ctx_layer_passes(target) - passes1;
     if (d) s.t_aux_s = d->t_aux - aux0;
-    if (del && del->n_choices) {
-        s.mean_exit = del->exit_sum / del->n_choices;
-        s.mean_gamma = del->gamma_sum / del->n_choices;
-    }
+    method_stats(&meth, &s);
     if (stats) *stats = s;
     if (n_out) *n_out = n_gen;
 done:
-    if (d) d->free(d);
-    if (c) c->free(c);
-    del_free(del);
+    method_free(&meth);
     free(hist);
     free(drafts);
     free(logits);

@@ -1,0 +1,29 @@
+/* method: everything that depends on which speculative method sd_spec_params names — validation, how many drafts a
+ * round may hold, the drafter's context room, and building the drafter + controller pair — so the engine loop works
+ * through the vtables only. */
+#ifndef SD_SPEC_METHOD_H
+#define SD_SPEC_METHOD_H
+#include "ctrl/ctrl.h"
+#include "spec/spec.h"
+#include "specdec.h"
+
+struct del_state;
+
+typedef struct spec_method {
+    drafter *d; /* NULL for SD_SPEC_NONE */
+    ctrl *c;
+    struct del_state *del; /* DEL's statistics (shared by its drafter and controller), else NULL */
+} spec_method;
+
+sd_status method_check(sd_ctx *target, const sd_spec_params *sp, sd_error *err);
+/* The most drafts one round can hold (buffer sizes). */
+int method_max_drafts(const sd_spec_params *sp);
+/* Positions the drafter's own context holds (a separate draft model's), else target_n_ctx. */
+int method_ctx_room(const sd_spec_params *sp, int target_n_ctx);
+/* On failure *m is left empty (method_free is still safe). */
+sd_status method_new(sd_ctx *target, sd_sampler *smp, const sd_spec_params *sp, int gmax, spec_method *m,
+                     sd_error *err);
+/* Method-specific statistics (DEL: mean exit depth and draft bound). */
+void method_stats(const spec_method *m, sd_spec_stats *s);
+void method_free(spec_method *m);
+#endif

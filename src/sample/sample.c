@@ -62,7 +62,7 @@ void sd_sampler_free(sd_sampler *s) {
 bool sd_sampler_is_greedy(const sd_sampler *s) { return s->p.temp <= 0.0f; }
 void sd_sampler_get_params(const sd_sampler *s, sd_sampler_params *out) { *out = s->p; }
 
-/* descending by value, ascending id on ties (a total order, so results do not depend on the sort) */
+/* descending by value, ascending id on ties (a total order, so results do not depend on the algorithm) */
 static int cmp_desc(const void *a, const void *b, const float *v) {
     int i = *(const int *)a, j = *(const int *)b;
     if (v[i] > v[j]) return -1;
@@ -70,33 +70,42 @@ static int cmp_desc(const void *a, const void *b, const float *v) {
     return (i > j) - (i < j);
 }
 
+/* Sift-down in a heap whose root is the WORST entry (by cmp_desc). */
+static void sift_worst(int *idx, int n, int root, const float *v) {
+    for (;;) {
+        int ch = 2 * root + 1;
+        if (ch >= n) return;
+        if (ch + 1 < n && cmp_desc(&idx[ch + 1], &idx[ch], v) > 0) ch++;
+        if (cmp_desc(&idx[ch], &idx[root], v) <= 0) return;
+        int t = idx[ch];
+        idx[ch] = idx[root];
+        idx[root] = t;
+        root = ch;
+    }
+}
+
+/* Heap sort, best first (deterministic: cmp_desc is a total order). */
 static void sort_desc(int *idx, int n, const float *v) {
-    /* heap sort, deterministic for a total order */
-    for (int start = n / 2 - 1; start >= 0; start--) {
-        int root = start;
-        for (;;) {
-            int ch = 2 * root + 1;
-            if (ch >= n) break;
-            if (ch + 1 < n && cmp_desc(&idx[ch + 1], &idx[ch], v) > 0) ch++;
-            if (cmp_desc(&idx[ch], &idx[root], v) > 0) {
-                int t = idx[ch]; idx[ch] = idx[root]; idx[root] = t;
-                root = ch;
-            } else break;
-        }
-    }
+    for (int r = n / 2 - 1; r >= 0; r--) sift_worst(idx, n, r, v);
     for (int end = n - 1; end > 0; end--) {
-        int t = idx[0]; idx[0] = idx[end]; idx[end] = t;
-        int root = 0;
-        for (;;) {
-            int ch = 2 * root + 1;
-            if (ch >= end) break;
-            if (ch + 1 < end && cmp_desc(&idx[ch + 1], &idx[ch], v) > 0) ch++;
-            if (cmp_desc(&idx[ch], &idx[root], v) > 0) {
-                int t2 = idx[ch]; idx[ch] = idx[root]; idx[root] = t2;
-                root = ch;
-            } else break;
-        }
+        int t = idx[0];
+        idx[0] = idx[end];
+        idx[end] = t;
+        sift_worst(idx, end, 0, v);
     }
+}
+
+/* The k best of ids 0..V-1 into idx[0..k), best first: a k-entry heap with the worst at the root, O(V log k).
+ * The same k ids in the same order as a full sort. */
+static void top_k_desc(int *idx, int V, int k, const float *v) {
+    for (int i = 0; i < k; i++) idx[i] = i;
+    for (int r = k / 2 - 1; r >= 0; r--) sift_worst(idx, k, r, v);
+    for (int i = k; i < V; i++)
+        if (cmp_desc(&i, &idx[0], v) < 0) {
+            idx[0] = i;
+            sift_worst(idx, k, 0, v);
+        }
+    sort_desc(idx, k, v);
 }
 
 void sd_sampler_probs(sd_sampler *s, const float *logits, const int32_t *history, int n_hist, float *probs) {
@@ -124,9 +133,13 @@ void sd_sampler_probs(sd_sampler *s, const float *logits, const int32_t *history
         return;
     }
     int n = V;
-    for (int i = 0; i < V; i++) s->idx[i] = i;
-    sort_desc(s->idx, V, l);
-    if (s->p.top_k > 0 && s->p.top_k < n) n = s->p.top_k;
+    if (s->p.top_k > 0 && s->p.top_k < V) {
+        n = s->p.top_k;
+        top_k_desc(s->idx, V, n, l);
+    } else {
+        for (int i = 0; i < V; i++) s->idx[i] = i;
+        sort_desc(s->idx, V, l);
+    }
     /* softmax at temperature 1 over the candidates for top-p / min-p */
     double mx = l[s->idx[0]], sum = 0.0;
     for (int i = 0; i < n; i++) sum += exp((double)l[s->idx[i]] - mx);

@@ -37,10 +37,10 @@ float accept_top1_prob(const float *l, int V, int32_t best, float T) {
 }
 
 int32_t draft_peek(sd_sampler *smp, bool greedy, const float *logits, int V, const int32_t *hist, int n_hist,
-                   float *q, float *top1) {
+                   float *q, bool want_top1, float *top1) {
     if (greedy) {
         int32_t x = accept_argmax(logits, V);
-        *top1 = accept_top1_prob(logits, V, x, 1.0f);
+        *top1 = want_top1 ? accept_top1_prob(logits, V, x, 1.0f) : 1.0f;
         return x;
     }
     sd_sampler_probs(smp, logits, hist, n_hist, q);

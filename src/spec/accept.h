@@ -25,9 +25,10 @@ int32_t accept_argmax(const float *logits, int V);
 float accept_top1_prob(const float *logits, int V, int32_t best, float T);
 
 /* A drafter's next token from its logits: greedy -> argmax (q unused); sampling -> q[V] = the processed
- * distribution (history hist[0..n_hist)) and *top1 = its largest probability; the token itself is drawn only by
- * draft_draw, after the controller agreed to draft it. Returns the greedy token, or -1 when sampling. */
+ * distribution (history hist[0..n_hist)); *top1 = its largest probability (greedy: only when want_top1, else 1).
+ * The token itself is drawn only by draft_draw, after the controller agreed to draft it. Returns the greedy token,
+ * or -1 when sampling. */
 int32_t draft_peek(sd_sampler *smp, bool greedy, const float *logits, int V, const int32_t *hist, int n_hist,
-                   float *q, float *top1);
+                   float *q, bool want_top1, float *top1);
 int32_t draft_draw(sd_sampler *smp, bool greedy, int32_t peeked, const float *q);
 #endif

@@ -118,7 +118,7 @@ static int ex_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t 
     while (k < max) {
         if (exit_step(ex, x, true, err)) return -1;
         float top1, *qk = ex->greedy ? NULL : q + (size_t)k * ex->V;
-        int32_t nx = draft_peek(ex->smp, ex->greedy, ex->logits, ex->V, hist, n + k, qk, &top1);
+        int32_t nx = draft_peek(ex->smp, ex->greedy, ex->logits, ex->V, hist, n + k, qk, c->uses_conf, &top1);
         if (!c->keep_going(c, k, top1)) break;
         nx = draft_draw(ex->smp, ex->greedy, nx, qk);
         tokens[k] = nx;

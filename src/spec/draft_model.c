@@ -47,7 +47,7 @@ static int md_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t 
     int k = 0;
     while (k < max) {
         float top1, *qk = md->greedy ? NULL : q + (size_t)k * md->V;
-        int32_t x = draft_peek(md->smp, md->greedy, md->logits, md->V, hist, n + k, qk, &top1);
+        int32_t x = draft_peek(md->smp, md->greedy, md->logits, md->V, hist, n + k, qk, c->uses_conf, &top1);
         if (!c->keep_going(c, k, top1)) break;
         x = draft_draw(md->smp, md->greedy, x, qk);
         tokens[k] = x;

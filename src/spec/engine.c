@@ -147,7 +147,8 @@ sd_status sd_spec_generate(sd_ctx *target, sd_sampler *smp, const sd_spec_params
         }
         if (st) break;
         double tc = now_s();
-        /* accept a prefix, then one token from the target */
+        /* accept a prefix, then one token from the target; the drafts follow hist (the penalty's history) */
+        memcpy(hist + n, drafts, (size_t)k * sizeof *hist);
         int acc = 0;
         int32_t next = -1;
         for (int i = 0; i <= k; i++) {
@@ -161,8 +162,7 @@ sd_status sd_spec_generate(sd_ctx *target, sd_sampler *smp, const sd_spec_params
                 next = best;
                 break;
             }
-            memcpy(hist + n, drafts, (size_t)i * sizeof *hist); /* the penalty's history */
-            sd_sampler_probs(smp, li, hist, n + i, p);
+            sd_sampler_probs(smp, li, hist, n + i, p); /* history: hist + the drafts before position i */
             if (i == k) { /* all drafts accepted: the bonus token */
                 next = sd_sampler_draw(smp, p);
                 break;

@@ -205,14 +205,12 @@ sd_status tok_from_gguf(const gguf_file *f, tokenizer **out, sd_error *err) {
     t->add_space_prefix = kind == TOK_KIND_SPM;
     if (gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &b, NULL)) t->add_space_prefix = b;
     gguf_str pre;
-    t->pre = TOK_PRE_GPT2;
     if (gguf_get_str(f, "tokenizer.ggml.pre", &pre, NULL)) {
         t->pre_name = malloc((size_t)pre.len + 1);
         if (t->pre_name) {
             memcpy(t->pre_name, pre.p, (size_t)pre.len);
             t->pre_name[pre.len] = 0;
         }
-        if (!gguf_str_eq(pre, "gpt-2") && !gguf_str_eq(pre, "default")) t->pre = TOK_PRE_OTHER;
     }
     if (kind == TOK_KIND_BPE) {
         const gguf_kv *mg = gguf_find(f, "tokenizer.ggml.merges");

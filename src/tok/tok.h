@@ -16,16 +16,10 @@ typedef enum tok_attr {
     TOK_ATTR_BYTE = 6,
 } tok_attr;
 
-typedef enum tok_pre {
-    TOK_PRE_GPT2, /* the gpt-2 regex; also used (and reported as approximate) for other BPE pre-tokenizers */
-    TOK_PRE_OTHER,
-} tok_pre;
-
 typedef struct str_map str_map; /* string -> int hash table */
 
 typedef struct tokenizer {
     tok_kind kind;
-    tok_pre pre;
     int n_vocab;
     char **text;      /* [n_vocab] NUL-terminated token texts (GGUF form: "▁" for spaces in SPM) */
     int *len;         /* [n_vocab] byte lengths */
@@ -38,7 +32,7 @@ typedef struct tokenizer {
     bool add_bos, add_space_prefix;
     int *special;     /* [n_special] control/user tokens, longest text first (for parse_special) */
     int n_special;
-    char *pre_name;   /* tokenizer.ggml.pre value, for reports */
+    char *pre_name;   /* tokenizer.ggml.pre value, for reports (the gpt-2 pre-tokenizer serves every BPE vocabulary) */
 } tokenizer;
 
 sd_status tok_from_gguf(const gguf_file *f, tokenizer **out, sd_error *err);

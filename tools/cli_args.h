@@ -45,20 +45,24 @@ static inline bool cli_float(const char *flag, const char *s, double lo, double 
     return true;
 }
 /* The head of a subcommand's option loop: reads argv[*i] into *flag and, for options with a value, argv[*i + 1]
- * into *val (advancing *i). Returns 0 to go on, 1 when the flag asked for help, 2 (after a message) when a value
- * is missing. `no_value` lists flags that take none ("--ignore-eos"), may be NULL. */
+ * into *val (advancing *i). Returns -1 to go on; otherwise the command's exit status: 0 after printing usage for
+ * -h/--help, 2 (after a message) when a value is missing. `no_value` lists flags that take none ("--ignore-eos"),
+ * may be NULL. */
 static inline int cli_take(int argc, char **argv, int *i, const char **flag, const char **val, const char *cmd,
-                           const char *const *no_value) {
+                           const char *const *no_value, void (*usage)(FILE *)) {
     *flag = argv[*i];
     *val = NULL;
-    if (!strcmp(*flag, "-h") || !strcmp(*flag, "--help")) return 1;
+    if (!strcmp(*flag, "-h") || !strcmp(*flag, "--help")) {
+        usage(stdout);
+        return 0;
+    }
     for (int k = 0; no_value && no_value[k]; k++)
-        if (!strcmp(*flag, no_value[k])) return 0;
+        if (!strcmp(*flag, no_value[k])) return -1;
     if (*i + 1 >= argc) {
         fprintf(stderr, "error: %s needs a value (see specdec %s --help)\n", *flag, cmd);
         return 2;
     }
     *val = argv[++*i];
-    return 0;
+    return -1;
 }
 #endif

@@ -291,12 +291,8 @@ int cmd_bench(int argc, char **argv) {
                     .bw_mib = 4096};
     for (int i = 2; i < argc; i++) {
         const char *a, *v;
-        int tk = cli_take(argc, argv, &i, &a, &v, "bench", NULL);
-        if (tk == 1) {
-            usage(stdout);
-            return 0;
-        }
-        if (tk) return 2;
+        int tk = cli_take(argc, argv, &i, &a, &v, "bench", NULL, usage);
+        if (tk >= 0) return tk;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) o.model = v;
         else if (!strcmp(a, "--json")) o.json = v;
         else if (!strcmp(a, "--ks")) o.ks = v;

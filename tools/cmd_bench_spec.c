@@ -226,12 +226,8 @@ int cmd_bench_spec(int argc, char **argv) {
     static const char *const no_value[] = {"--ignore-eos", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a, *v;
-        int tk = cli_take(argc, argv, &i, &a, &v, "bench spec", no_value);
-        if (tk == 1) {
-            usage(stdout);
-            return 0;
-        }
-        if (tk) return 2;
+        int tk = cli_take(argc, argv, &i, &a, &v, "bench spec", no_value, usage);
+        if (tk >= 0) return tk;
         if (!v) { /* --ignore-eos */
             ignore_eos = true;
             continue;

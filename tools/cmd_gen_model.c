@@ -33,12 +33,8 @@ int cmd_gen_model(int argc, char **argv) {
     const char *out = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a, *v;
-        int tk = cli_take(argc, argv, &i, &a, &v, "gen-model", NULL);
-        if (tk == 1) {
-            usage(stdout);
-            return 0;
-        }
-        if (tk) return 2;
+        int tk = cli_take(argc, argv, &i, &a, &v, "gen-model", NULL, usage);
+        if (tk >= 0) return tk;
         if (!strcmp(a, "--shape")) p.shape = v;
         else if (!strcmp(a, "--type")) p.type = v;
         else if (!strcmp(a, "--vocab")) p.vocab_path = v;

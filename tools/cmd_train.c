@@ -44,12 +44,8 @@ int cmd_train(int argc, char **argv) {
     int depths[256], n_dep = 0;
     for (int i = 2; i < argc; i++) {
         const char *a, *v;
-        int tk = cli_take(argc, argv, &i, &a, &v, "train exit-heads", NULL);
-        if (tk == 1) {
-            usage(stdout);
-            return 0;
-        }
-        if (tk) return 2;
+        int tk = cli_take(argc, argv, &i, &a, &v, "train exit-heads", NULL, usage);
+        if (tk >= 0) return tk;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
         else if (!strcmp(a, "--corpus")) tp.corpus_path = v;
         else if (!strcmp(a, "--out") || !strcmp(a, "-o")) out = v;

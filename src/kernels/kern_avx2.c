@@ -45,44 +45,62 @@ INLINE float ld1(int t, const unsigned char *w, int c) {
     return t == T_F16 ? fp16_to_f32(h) : bf16_to_f32(h);
 }
 
-/* R rows (1 or 2, anywhere in memory) x P positions (1..4) over columns [cb, ce) (multiples of 8), continuing
- * the accumulators acc[i * POS_GROUP + j]: one accumulation chain per (row, position), 8 columns at a time. */
+/* R rows (1..4, anywhere in memory) x P positions (1..4, R * P <= 12) over columns [cb, ce) (multiples of 8),
+ * continuing the accumulators acc[i * POS_GROUP + j]: one accumulation chain per (row, position), 8 columns at a
+ * time. pf: prefetch distance in bytes from each row (0: the default short distance into L1; else into L2, used
+ * to fetch the next row group while this one computes). */
 enum { COL_CHUNK = 512, POS_GROUP = 32 }; /* columns per pass (multiple of 8); positions whose accumulators wait */
 
 INLINE void tile_float(int t, int R, int P, const unsigned char *const *wr, int cb, int ce, const float *const *xp,
-                       __m256 *acc) {
+                       __m256 *acc, size_t pf) {
     const int esz = t == T_F32 ? 4 : 2;
-    __m256 r[2][4];
-#pragma GCC unroll 2
+    __m256 r[4][4];
+#pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) r[i][j] = acc[i * POS_GROUP + j];
     for (int c = cb; c < ce; c += 8) {
-        if ((c * esz & 63) == 0)
-#pragma GCC unroll 2
-            for (int i = 0; i < R; i++) _mm_prefetch((const char *)wr[i] + (size_t)c * esz + PREFETCH_AHEAD, _MM_HINT_T0);
+        if ((c * esz & 63) == 0) {
+            if (pf)
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++) _mm_prefetch((const char *)wr[i] + (size_t)c * esz + pf, _MM_HINT_T1);
+            else
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++)
+                    _mm_prefetch((const char *)wr[i] + (size_t)c * esz + PREFETCH_AHEAD, _MM_HINT_T0);
+        }
         __m256 xv[4];
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) xv[j] = _mm256_loadu_ps(xp[j] + c);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             __m256 wv = ld8(t, wr[i], c);
 #pragma GCC unroll 4
             for (int j = 0; j < P; j++) r[i][j] = _mm256_fmadd_ps(wv, xv[j], r[i][j]);
         }
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) acc[i * POS_GROUP + j] = r[i][j];
 }
 
+/* tile_float with R and P as compile-time constants (R 1..4, P 1..PMAX) */
+#define TILE_FLOAT_R(t, R, P, ...)                                                                                \
+    do {                                                                                                          \
+        if ((P) == 4) tile_float(t, R, 4, __VA_ARGS__);                                                           \
+        else if ((P) == 3) tile_float(t, R, 3, __VA_ARGS__);                                                      \
+        else if ((P) == 2) tile_float(t, R, 2, __VA_ARGS__);                                                      \
+        else tile_float(t, R, 1, __VA_ARGS__);                                                                    \
+    } while (0)
+
 /* Rows wr[0..R) (output rows ri[0..R)) against all n positions: positions in groups of POS_GROUP, columns in chunks
- * so a group's activations stay in L1, accumulators carried from chunk to chunk. */
-INLINE void rows_float(int t, int R, const unsigned char *const *wr, const int *ri, int cols, const void *x, size_t xs,
-                       int n, float *y, int ldy) {
+ * so a group's activations stay in L1, accumulators carried from chunk to chunk; tiles of up to PT positions.
+ * pf: as in tile_float, applied in the first tile of each chunk (the later ones find the rows in L1). */
+INLINE void rows_float(int t, int R, int PT, const unsigned char *const *wr, const int *ri, int cols, const void *x,
+                       size_t xs, int n, float *y, int ldy, size_t pf) {
     const int c8 = cols & ~7;
-    __m256 acc[2 * POS_GROUP];
+    __m256 acc[4 * POS_GROUP];
     for (int g = 0; g < n; g += POS_GROUP) {
         int gn = n - g < POS_GROUP ? n - g : POS_GROUP;
         const float *xp[POS_GROUP];
@@ -93,20 +111,16 @@ INLINE void rows_float(int t, int R, const unsigned char *const *wr, const int *
         int chunk = gn <= 1 ? c8 + 8 : COL_CHUNK;
         for (int cb = 0; cb < c8; cb += chunk) {
             int ce = cb + chunk < c8 ? cb + chunk : c8;
-            int p = 0;
-            for (; p + 4 <= gn; p += 4) {
-                if (R == 2) tile_float(t, 2, 4, wr, cb, ce, xp + p, acc + p);
-                else tile_float(t, 1, 4, wr, cb, ce, xp + p, acc + p);
-            }
-            int rem = gn - p;
-            if (R == 2) {
-                if (rem == 3) tile_float(t, 2, 3, wr, cb, ce, xp + p, acc + p);
-                else if (rem == 2) tile_float(t, 2, 2, wr, cb, ce, xp + p, acc + p);
-                else if (rem == 1) tile_float(t, 2, 1, wr, cb, ce, xp + p, acc + p);
-            } else {
-                if (rem == 3) tile_float(t, 1, 3, wr, cb, ce, xp + p, acc + p);
-                else if (rem == 2) tile_float(t, 1, 2, wr, cb, ce, xp + p, acc + p);
-                else if (rem == 1) tile_float(t, 1, 1, wr, cb, ce, xp + p, acc + p);
+            /* ceil(gn / PT) tiles of sizes as even as possible (16 = 3+3+3+3+2+2, not 3*5+1) */
+            int nt = (gn + PT - 1) / PT;
+            for (int ti = 0, p = 0; ti < nt; ti++) {
+                int P = (gn - p) / (nt - ti);
+                size_t tpf = pf;
+                if (R == 4) TILE_FLOAT_R(t, 4, P, wr, cb, ce, xp + p, acc + p, tpf);
+                else if (R == 3) TILE_FLOAT_R(t, 3, P, wr, cb, ce, xp + p, acc + p, tpf);
+                else if (R == 2) TILE_FLOAT_R(t, 2, P, wr, cb, ce, xp + p, acc + p, tpf);
+                else TILE_FLOAT_R(t, 1, P, wr, cb, ce, xp + p, acc + p, tpf);
+                p += P;
             }
         }
         for (int i = 0; i < R; i++)
@@ -118,28 +132,45 @@ INLINE void rows_float(int t, int R, const unsigned char *const *wr, const int *
     }
 }
 
-/* The thread's rows are taken in pairs (r0 + i, r0 + h + i), one from each half of its range: two monotonic streams
- * (prefetcher-friendly) whose chains hide each other's FMA latency in decode and share the activation loads in
- * blocks. An odd last row goes alone. ROWS is rows_float or rows_quant. */
-#define ROW_PAIRS_MM(name, ROWS, T)                                                                               \
+/* Decode (n = 1): the thread's rows are taken in pairs (r0 + i, r0 + h + i), one from each half of its range: two
+ * monotonic streams (prefetcher-friendly) whose chains hide each other's FMA latency. An odd last row goes alone.
+ * Blocks (n >= 2): groups of 4 consecutive rows x tiles of 3 positions (12 accumulators + 3 activations + 1 weight
+ * register), the next group's rows prefetched into L2 while this group computes: the weight stream from memory
+ * overlaps the multiply-adds instead of stalling them. Both give each (row, position) the same chain. */
+#define BLOCK_ROWS 4
+#define ROWS_MM(name, T)                                                                                          \
     static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
                      int ldy, int r0, int r1) {                                                                   \
+        if (n >= 2) {                                                                                             \
+            for (int r = r0; r < r1; r += BLOCK_ROWS) {                                                           \
+                int R = r1 - r < BLOCK_ROWS ? r1 - r : BLOCK_ROWS;                                                \
+                const unsigned char *wr[BLOCK_ROWS];                                                              \
+                int ri[BLOCK_ROWS];                                                                               \
+                for (int i = 0; i < R; i++) wr[i] = w + (size_t)(r + i) * rb, ri[i] = r + i;                      \
+                size_t pf = r + BLOCK_ROWS < r1 ? BLOCK_ROWS * rb : 0;                                            \
+                if (R == 4) rows_float(T, 4, 3, wr, ri, cols, x, xs, n, y, ldy, pf);                              \
+                else if (R == 3) rows_float(T, 3, 4, wr, ri, cols, x, xs, n, y, ldy, pf);                         \
+                else if (R == 2) rows_float(T, 2, 4, wr, ri, cols, x, xs, n, y, ldy, pf);                         \
+                else rows_float(T, 1, 4, wr, ri, cols, x, xs, n, y, ldy, pf);                                     \
+            }                                                                                                     \
+            return;                                                                                               \
+        }                                                                                                         \
         int h = (r1 - r0) / 2;                                                                                    \
         for (int i = 0; i < h; i++) {                                                                             \
             const unsigned char *wr[2] = {w + (size_t)(r0 + i) * rb, w + (size_t)(r0 + h + i) * rb};              \
             int ri[2] = {r0 + i, r0 + h + i};                                                                     \
-            ROWS(T, 2, wr, ri, cols, x, xs, n, y, ldy);                                                           \
+            rows_float(T, 2, 1, wr, ri, cols, x, xs, n, y, ldy, 0);                                               \
         }                                                                                                         \
         if ((r1 - r0) % 2) {                                                                                      \
             const unsigned char *wr[1] = {w + (size_t)(r1 - 1) * rb};                                             \
             int ri[1] = {r1 - 1};                                                                                 \
-            ROWS(T, 1, wr, ri, cols, x, xs, n, y, ldy);                                                           \
+            rows_float(T, 1, 1, wr, ri, cols, x, xs, n, y, ldy, 0);                                               \
         }                                                                                                         \
     }
-#define FLOAT_MM(name, T) ROW_PAIRS_MM(name, rows_float, T)
-FLOAT_MM(mm_f32_avx2, T_F32)
-FLOAT_MM(mm_f16_avx2, T_F16)
-FLOAT_MM(mm_bf16_avx2, T_BF16)
+
+ROWS_MM(mm_f32_avx2, T_F32)
+ROWS_MM(mm_f16_avx2, T_F16)
+ROWS_MM(mm_bf16_avx2, T_BF16)
 
 /* ------------------------------------------------------------------ quantized weight types (x as q8 blocks) */
 enum { T_Q8_0, T_Q4_0 };
@@ -160,10 +191,10 @@ INLINE float blk_d(const unsigned char *blk) {
 /* One 32-block of R rows x P positions: one FMA per (row, position) chain. The integer pair sums are exact either
  * way: q8_0 uses |w| * sign(x, w); q4_0 uses nibble * x - 8 (x0 + x1) (the precomputed s8). */
 INLINE void quant_block(int t, int R, int P, const unsigned char *const *wr, int b, const act_q8 *const *xp,
-                        __m256 r[2][4]) {
+                        __m256 r[4][4]) {
     const int bb = t == T_Q8_0 ? 34 : 18;
     const __m256i ones = _mm256_set1_epi16(1);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
         const unsigned char *blk = wr[i] + (size_t)b * bb;
         __m256i wq = unpack(t, blk);
@@ -183,50 +214,98 @@ INLINE void quant_block(int t, int R, int P, const unsigned char *const *wr, int
     }
 }
 
+/* R rows x P positions over all nb blocks of the rows; pf as in tile_float. */
 INLINE void tile_quant(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb,
-                       const act_q8 *const *xp, float *y, int ldy, int p0) {
+                       const act_q8 *const *xp, float *y, int ldy, int p0, size_t pf) {
     const int bb = t == T_Q8_0 ? 34 : 18;
-    __m256 r[2][4];
-#pragma GCC unroll 2
+    __m256 r[4][4];
+#pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) r[i][j] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
-        if (((b * bb) & 63) < bb)
-#pragma GCC unroll 2
-            for (int i = 0; i < R; i++) _mm_prefetch((const char *)wr[i] + (size_t)b * bb + PREFETCH_AHEAD, _MM_HINT_T0);
+        if (((b * bb) & 63) < bb) {
+            if (pf)
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++) _mm_prefetch((const char *)wr[i] + (size_t)b * bb + pf, _MM_HINT_T1);
+            else
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++)
+                    _mm_prefetch((const char *)wr[i] + (size_t)b * bb + PREFETCH_AHEAD, _MM_HINT_T0);
+        }
         quant_block(t, R, P, wr, b, xp, r);
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = hsum8(r[i][j]);
 }
 
-INLINE void rows_quant(int t, int R, const unsigned char *const *wr, const int *ri, int cols, const void *x, size_t xs,
-                       int n, float *y, int ldy) {
+#define TILE_QUANT_R(t, R, P, ...)                                                                                \
+    do {                                                                                                          \
+        if ((P) == 4) tile_quant(t, R, 4, __VA_ARGS__);                                                           \
+        else if ((P) == 3) tile_quant(t, R, 3, __VA_ARGS__);                                                      \
+        else if ((P) == 2) tile_quant(t, R, 2, __VA_ARGS__);                                                      \
+        else tile_quant(t, R, 1, __VA_ARGS__);                                                                    \
+    } while (0)
+
+/* Rows wr[0..R) against all n positions in ceil(n / PT) tiles of even sizes; pf in the first tile only (the later
+ * ones find the rows in L1). */
+INLINE void rows_quant(int t, int R, int PT, const unsigned char *const *wr, const int *ri, int cols, const void *x,
+                       size_t xs, int n, float *y, int ldy, size_t pf) {
     const int nb = cols / 32;
     const act_q8 *xp[4];
-    int p = 0;
-    for (; p + 4 <= n; p += 4) {
-        for (int j = 0; j < 4; j++) xp[j] = (const act_q8 *)(const void *)((const char *)x + (size_t)(p + j) * xs);
-        if (R == 2) tile_quant(t, 2, 4, wr, ri, nb, xp, y, ldy, p);
-        else tile_quant(t, 1, 4, wr, ri, nb, xp, y, ldy, p);
-    }
-    int rem = n - p;
-    for (int j = 0; j < rem; j++) xp[j] = (const act_q8 *)(const void *)((const char *)x + (size_t)(p + j) * xs);
-    if (R == 2) {
-        if (rem == 3) tile_quant(t, 2, 3, wr, ri, nb, xp, y, ldy, p);
-        else if (rem == 2) tile_quant(t, 2, 2, wr, ri, nb, xp, y, ldy, p);
-        else if (rem == 1) tile_quant(t, 2, 1, wr, ri, nb, xp, y, ldy, p);
-    } else {
-        if (rem == 3) tile_quant(t, 1, 3, wr, ri, nb, xp, y, ldy, p);
-        else if (rem == 2) tile_quant(t, 1, 2, wr, ri, nb, xp, y, ldy, p);
-        else if (rem == 1) tile_quant(t, 1, 1, wr, ri, nb, xp, y, ldy, p);
+    int nt = (n + PT - 1) / PT;
+    for (int ti = 0, p = 0; ti < nt; ti++) {
+        int P = (n - p) / (nt - ti);
+        for (int j = 0; j < P; j++) xp[j] = (const act_q8 *)(const void *)((const char *)x + (size_t)(p + j) * xs);
+        size_t tpf = ti == 0 ? pf : 0;
+        if (R == 4) TILE_QUANT_R(t, 4, P, wr, ri, nb, xp, y, ldy, p, tpf);
+        else if (R == 3) TILE_QUANT_R(t, 3, P, wr, ri, nb, xp, y, ldy, p, tpf);
+        else if (R == 2) TILE_QUANT_R(t, 2, P, wr, ri, nb, xp, y, ldy, p, tpf);
+        else TILE_QUANT_R(t, 1, P, wr, ri, nb, xp, y, ldy, p, tpf);
+        p += P;
     }
 }
 
-#define QUANT_MM(name, T) ROW_PAIRS_MM(name, rows_quant, T)
+#ifndef QR
+#define QR 2
+#endif
+#ifndef QP
+#define QP 4
+#endif
+#ifndef QPFR
+#define QPFR QR
+#endif
+#define QUANT_MM(name, T)                                                                                         \
+    static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
+                     int ldy, int r0, int r1) {                                                                   \
+        if (n >= 2) {                                                                                             \
+            for (int r = r0; r < r1; r += QR) {                                                                   \
+                int R = r1 - r < QR ? r1 - r : QR;                                                                \
+                const unsigned char *wr[4];                                                                       \
+                int ri[4];                                                                                        \
+                for (int i = 0; i < R; i++) wr[i] = w + (size_t)(r + i) * rb, ri[i] = r + i;                      \
+                size_t pf = r + QR < r1 ? QPFR * rb : 0;                                                          \
+                if (R == 4) rows_quant(T, 4, QP, wr, ri, cols, x, xs, n, y, ldy, pf);                             \
+                else if (R == 3) rows_quant(T, 3, QP, wr, ri, cols, x, xs, n, y, ldy, pf);                        \
+                else if (R == 2) rows_quant(T, 2, QP, wr, ri, cols, x, xs, n, y, ldy, pf);                        \
+                else rows_quant(T, 1, QP, wr, ri, cols, x, xs, n, y, ldy, pf);                                    \
+            }                                                                                                     \
+            return;                                                                                               \
+        }                                                                                                         \
+        int h = (r1 - r0) / 2;                                                                                    \
+        for (int i = 0; i < h; i++) {                                                                             \
+            const unsigned char *wr[2] = {w + (size_t)(r0 + i) * rb, w + (size_t)(r0 + h + i) * rb};              \
+            int ri[2] = {r0 + i, r0 + h + i};                                                                     \
+            rows_quant(T, 2, 1, wr, ri, cols, x, xs, n, y, ldy, 0);                                               \
+        }                                                                                                         \
+        if ((r1 - r0) % 2) {                                                                                      \
+            const unsigned char *wr[1] = {w + (size_t)(r1 - 1) * rb};                                             \
+            int ri[1] = {r1 - 1};                                                                                 \
+            rows_quant(T, 1, 1, wr, ri, cols, x, xs, n, y, ldy, 0);                                               \
+        }                                                                                                         \
+    }
 QUANT_MM(mm_q8_0_avx2, T_Q8_0)
 QUANT_MM(mm_q4_0_avx2, T_Q4_0)
 

@@ -67,9 +67,17 @@ typedef struct sd_model_info {
     float rope_freq_base, norm_eps;
     size_t weight_bytes; /* bytes of all weight tensors */
     size_t decode_bytes; /* weight bytes one decode step reads: layer matrices, norms, LM head, one embedding row */
+    uint64_t matmul_macs; /* multiply-adds of the weight matrices per position (layer matrices + LM head) */
 } sd_model_info;
 
 void sd_model_get_info(const sd_model *model, sd_model_info *info);
+
+/* The compute ceiling of this machine's block kernels for a weight type ("f32", "f16", "bf16", "q8_0", "q4_0"):
+ * multiply-adds per second of the kernel's inner arithmetic with every operand in registers (no memory traffic),
+ * on n_threads threads at once, each running about `seconds`. 0 when the type is unknown or the scalar kernels
+ * are in use (no such step), -1 when threads cannot be started. For benchmarks: a block of k positions cannot
+ * take less than k * matmul_macs / this. */
+double sd_kernel_peak(const char *type, int n_threads, double seconds);
 
 /* A string metadata value of a GGUF model (e.g. "tokenizer.chat_template"): copies at most cap-1 bytes and a NUL
  * into buf; returns its full length, or -1 when absent (or the model is a llama2.c file). */

@@ -50,6 +50,16 @@ for args in "--spec draft --draft-model $SHARED/models/stories260K.gguf --draft-
     $CLI generate -m "$SHARED/models/stories-ee.gguf" -p "Once upon a time" -n 60 --temp 0 $args --compare >"$out" 2>"$err"
     if [ $? -eq 0 ] && grep -q "identical to plain greedy" "$err" && grep -q "mean accepted length" "$err"; then ok; else bad "spec $args: $(cat "$err")"; fi
 done
+# speed benchmarks: each prints its table (small buffers and counts so they run in a second)
+M260="$SHARED/models/stories260K.gguf"
+$CLI bench block -m "$M260" -t 1 --ks 1,2,8 --reps 1 --ctx 8 >"$out" 2>"$err" && grep -q "| 8 | [0-9.]* | [0-9.]* |" "$out" && grep -q "prefill" "$out" && ok || bad "bench block: $(cat "$out" "$err")"
+$CLI bench decode -m "$M260" -t 1 -n 4 --reps 1 --bw-mib 16 >"$out" 2>"$err" && grep -q "roofline" "$out" && ok || bad "bench decode: $(cat "$out" "$err")"
+$CLI bench bandwidth -t 1 --bw-mib 16 --reps 1 >"$out" 2>"$err" && grep -q "read GB/s" "$out" && ok || bad "bench bandwidth: $(cat "$out" "$err")"
+$CLI bench peak -m "$M260" -t 1 --ks 1,8 --bw-mib 16 --json "$out.json" >"$out" 2>"$err" && grep -q "^| q4_0 |" "$out" && grep -q "bound T(k)\|no bound" "$out" && grep -q '"bounds"' "$out.json" && ok || bad "bench peak: $(cat "$out" "$err")"
+rm -f "$out.json"
+expect_err "bench block without a model" "needs -m" bench block
+expect_err "bench bad --ks" "\-\-ks" bench block -m "$M260" --ks 0
+expect_err "bench unknown" "unknown benchmark" bench frobnicate
 expect_err "--spec draft without a draft" "draft-model" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec draft
 expect_err "gamma 0" "\-\-gamma" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec ngram --gamma 0
 expect_err "gamma 10^6" "\-\-gamma" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec ngram --gamma 1000000

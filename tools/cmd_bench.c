@@ -1,5 +1,6 @@
 /* specdec bench: decode tokens/s vs the roofline, block-forward cost T(k)/T(1), and read bandwidth. */
 #define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,19 +21,22 @@ double cmd_now(void) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: specdec bench <decode|block|bandwidth|spec> [options]\n\n"
+            "usage: specdec bench <decode|block|bandwidth|peak|spec> [options]\n\n"
             "  spec       plain decoding vs speculative methods on a prompt set (see specdec bench spec --help)\n"
             "  decode     tokens/s of plain decoding after a short prompt, with the roofline\n"
             "             (read bandwidth / weight bytes per token) and the ratio\n"
             "  block      time of one forward over a block of k positions (logits at every position, as a\n"
             "             verification pass) at a given context length, T(k) and T(k)/T(1); and prefill tokens/s\n"
-            "  bandwidth  the machine's read bandwidth with the given thread count\n\n"
+            "  bandwidth  the machine's read bandwidth with the given thread count\n"
+            "  peak       the compute ceiling of each type's kernel arithmetic (operands in registers), on 1 and N\n"
+            "             threads; with -m, the lower bounds it and the bandwidth put on T(k): max(bytes / bandwidth,\n"
+            "             k * multiply-adds / peak)\n\n"
             "options:\n"
-            "  -m, --model FILE   model (decode, block)\n"
+            "  -m, --model FILE   model (decode, block; optional for peak)\n"
             "  -t, --threads N    threads (default: online CPUs)\n"
             "  -n N               decode: tokens to time (default 64)\n"
             "  --ctx N            block: context length before the block (default 256)\n"
-            "  --ks LIST          block: block sizes (default 1,2,4,8,12,16)\n"
+            "  --ks LIST          block, peak: block sizes (default 1,2,4,8,12,16)\n"
             "  --reps N           repetitions; the median is reported (default 5)\n"
             "  --bw-mib N         bandwidth buffer in MiB (default 4096; decode uses at least 4x the bytes per token)\n"
             "  --json FILE        also write the results as JSON\n");
@@ -192,18 +196,26 @@ static int bench_decode(const bench_opts *o) {
     return 0;
 }
 
-static int bench_block(const bench_opts *o) {
-    int ks[32], nk = 0;
-    for (const char *s = o->ks; *s && nk < 32;) {
+/* --ks: up to 32 comma-separated block sizes 1..4096 into ks; their count, or -1 (message printed) */
+static int parse_ks(const char *list, int *ks) {
+    int nk = 0;
+    for (const char *s = list; *s && nk < 32;) {
         char *end;
         long v = strtol(s, &end, 10);
         if (end == s || v < 1 || v > 4096) {
-            fprintf(stderr, "error: --ks expects a comma-separated list of block sizes, got '%s'\n", o->ks);
-            return 2;
+            fprintf(stderr, "error: --ks expects a comma-separated list of block sizes, got '%s'\n", list);
+            return -1;
         }
         ks[nk++] = (int)v;
         s = *end == ',' ? end + 1 : end;
     }
+    if (nk == 0) fprintf(stderr, "error: --ks is empty\n");
+    return nk ? nk : -1;
+}
+
+static int bench_block(const bench_opts *o) {
+    int ks[32], nk = parse_ks(o->ks, ks);
+    if (nk < 0) return 2;
     int kmax = 1;
     for (int i = 0; i < nk; i++) kmax = ks[i] > kmax ? ks[i] : kmax;
     int nb = o->ctx > kmax ? o->ctx : kmax;
@@ -279,6 +291,89 @@ static int bench_block(const bench_opts *o) {
     return 0;
 }
 
+/* ------------------------------------------------------------------ peak */
+static const char *const PEAK_TYPES[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
+
+static int bench_peak(const bench_opts *o) {
+    int ks[32], nk = parse_ks(o->ks, ks);
+    if (nk < 0) return 2;
+    sd_model *m = NULL;
+    sd_model_info info = {0};
+    if (o->model) {
+        sd_error err;
+        if (sd_model_load(o->model, NULL, &m, &err) != SD_OK) {
+            fprintf(stderr, "error: %s\n", err.msg);
+            return 1;
+        }
+        sd_model_get_info(m, &info);
+    }
+    fprintf(stderr, "peak: kernel arithmetic with operands in registers, 1 and %d threads ...\n", o->threads);
+    double pk1[5], pkn[5];
+    printf("| type | inner step | GMAC/s, 1 thread | GMAC/s, %d threads |\n|---|---|---|---|\n", o->threads);
+    for (int i = 0; i < 5; i++) {
+        pk1[i] = sd_kernel_peak(PEAK_TYPES[i], 1, 0.2);
+        pkn[i] = o->threads > 1 ? sd_kernel_peak(PEAK_TYPES[i], o->threads, 0.2) : pk1[i];
+        if (pk1[i] < 0 || pkn[i] < 0) {
+            fprintf(stderr, "error: could not start %d threads\n", o->threads);
+            sd_model_free(m);
+            return 1;
+        }
+        const char *step = i < 3 ? "4 rows x 3 positions x 8 columns: convert 4 weight vectors, 12 FMAs"
+                                 : "32-block, 2 rows x 4 positions: integer pair sums, widen, convert, 1 FMA each";
+        if (i == 0) step = "4 rows x 3 positions x 8 columns: 12 FMAs";
+        if (pk1[i] == 0) printf("| %s | (scalar kernels: not measured) | - | - |\n", PEAK_TYPES[i]);
+        else printf("| %s | %s | %.1f | %.1f |\n", PEAK_TYPES[i], step, pk1[i] / 1e9, pkn[i] / 1e9);
+    }
+    int ti = -1;
+    for (int i = 0; m && i < 5; i++)
+        if (!strcmp(info.weight_type, PEAK_TYPES[i])) ti = i;
+    FILE *jf = o->json ? fopen(o->json, "w") : NULL;
+    if (o->json && !jf) fprintf(stderr, "warning: cannot write %s\n", o->json);
+    if (jf) {
+        fprintf(jf, "{\"bench\": \"peak\", \"threads\": %d, \"peaks\": [", o->threads);
+        for (int i = 0; i < 5; i++)
+            fprintf(jf, "%s{\"type\": \"%s\", \"macs_s_1\": %.0f, \"macs_s_n\": %.0f}", i ? ", " : "", PEAK_TYPES[i],
+                    pk1[i], pkn[i]);
+        fprintf(jf, "]");
+    }
+    if (m && ti >= 0 && pkn[ti] > 0) {
+        int mib = (int)(4 * info.decode_bytes / (1 << 20));
+        if (mib < o->bw_mib) mib = o->bw_mib;
+        if (mib > 16384) mib = 16384;
+        double bw = measure_bandwidth(o->threads, mib, 5, NULL);
+        double t_mem = (double)info.decode_bytes / bw;
+        printf("\nLower bounds for %s (%s, %d threads): %.3f GMAC and %.1f MiB of weights per position, read %.1f "
+               "GB/s, peak %.1f GMAC/s (attention, norms and the rest not counted)\n\n",
+               o->model, info.weight_type, o->threads, (double)info.matmul_macs / 1e9,
+               (double)info.decode_bytes / (1 << 20), bw / 1e9, pkn[ti] / 1e9);
+        printf("| k | bytes / bandwidth ms | k x MACs / peak ms | bound T(k) ms | bound T(k) / bound T(1) |\n");
+        printf("|---|---|---|---|---|\n");
+        double t1 = 0;
+        if (jf)
+            fprintf(jf, ", \"model\": \"%s\", \"type\": \"%s\", \"macs_per_token\": %" PRIu64
+                        ", \"bytes_per_token\": %zu, \"read_bw_bytes_s\": %.0f, \"bounds\": [",
+                    o->model, info.weight_type, info.matmul_macs, info.decode_bytes, bw);
+        for (int i = 0; i < nk; i++) {
+            double t_cmp = ks[i] * (double)info.matmul_macs / pkn[ti];
+            double tb = t_mem > t_cmp ? t_mem : t_cmp;
+            if (i == 0 || ks[i] == 1) t1 = ks[i] == 1 ? tb : t1;
+            printf("| %d | %.1f | %.1f | %.1f | ", ks[i], 1e3 * t_mem, 1e3 * t_cmp, 1e3 * tb);
+            if (t1 > 0) printf("%.2f |\n", tb / t1);
+            else printf("- |\n");
+            if (jf) fprintf(jf, "%s{\"k\": %d, \"bound_ms\": %.4f}", i ? ", " : "", ks[i], 1e3 * tb);
+        }
+        if (jf) fprintf(jf, "]");
+    } else if (m) {
+        printf("\n(no bound: the model's type %s has no measured step with these kernels)\n", info.weight_type);
+    }
+    if (jf) {
+        fprintf(jf, "}\n");
+        fclose(jf);
+    }
+    sd_model_free(m);
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(argc < 2 ? stderr : stdout);
@@ -320,8 +415,9 @@ int cmd_bench(int argc, char **argv) {
         }
         return 0;
     }
+    if (!strcmp(what, "peak")) return bench_peak(&o);
     if (strcmp(what, "decode") && strcmp(what, "block")) {
-        fprintf(stderr, "error: unknown benchmark '%s' (decode, block, bandwidth)\n", what);
+        fprintf(stderr, "error: unknown benchmark '%s' (decode, block, bandwidth, peak, spec)\n", what);
         return 2;
     }
     if (!o.model) {

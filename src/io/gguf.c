@@ -182,6 +182,16 @@ bool ggml_type_layout(uint32_t type, int *block_elems, int *block_bytes) {
     return true;
 }
 
+bool ggml_weight_type_from_name(const char *name, uint32_t *type) {
+    static const uint32_t types[] = {GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0};
+    for (size_t i = 0; name && i < sizeof types / sizeof types[0]; i++)
+        if (!strcmp(name, ggml_type_name(types[i]))) {
+            *type = types[i];
+            return true;
+        }
+    return false;
+}
+
 const char *ggml_type_name(uint32_t type) {
     switch (type) {
     case GGML_F32: return "f32";

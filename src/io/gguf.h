@@ -94,6 +94,10 @@ int64_t gguf_arr_int(const gguf_kv *kv, uint64_t i);
 /* Layout of ggml types: elements per block and bytes per block; false for types this project does not know. */
 bool ggml_type_layout(uint32_t type, int *block_elems, int *block_bytes);
 const char *ggml_type_name(uint32_t type);
+/* The weight types specdec computes with, by name ("f32", "f16", "bf16", "q8_0", "q4_0"): true and *type set,
+ * or false for any other name. */
+#define GGML_WEIGHT_TYPE_NAMES "f32, f16, bf16, q8_0, q4_0"
+bool ggml_weight_type_from_name(const char *name, uint32_t *type);
 /* Bytes of a row of n elements (n a multiple of the block size). */
 size_t ggml_row_bytes(uint32_t type, int64_t n);
 #endif

@@ -31,12 +31,20 @@ typedef struct kern_ops {
     /* attention helpers (fixed order for a given n): sum a[i]*b[i]; y[i] += s * x[i] */
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float s, const float *x, int n);
+    /* Runs iters steps of a type's inner arithmetic with every operand in registers; returns the multiply-adds
+     * done (0: not provided). For measuring the compute ceiling (kern_peak). */
+    double (*peak)(uint32_t type, long iters);
 } kern_ops;
 
 const kern_ops *kern_scalar(void);
 const kern_ops *kern_avx2(void); /* NULL when the build or the CPU lacks AVX2+FMA+F16C */
 /* The best table for this machine (AVX2 when available); SPECDEC_KERNELS=scalar forces the reference. */
 const kern_ops *kern_best(void);
+
+/* Multiply-adds per second of the best table's inner step for a ggml type on n_threads threads at once (each runs
+ * the step for about `seconds`; best of 3). Returns 0 when the type has no such step (scalar table, other types)
+ * and -1 when threads cannot be started. */
+double kern_peak(uint32_t type, int n_threads, double seconds);
 
 /* Whether a type takes quantized activations. */
 static inline bool kern_type_is_quant(uint32_t type) { return type == 2 || type == 8; }

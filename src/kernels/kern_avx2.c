@@ -326,10 +326,105 @@ static void axpy_avx2(float *y, float s, const float *x, int n) {
     for (; i < n; i++) y[i] += s * x[i];
 }
 
+/* ------------------------------------------------------------------ in-register peak of each inner step */
+/* The arithmetic a block kernel must do per weight with no memory traffic beyond L1: the ceiling the real kernels
+ * approach (bench peak). Float types: one 4-row x 3-position step (4 weight vectors loaded from L1 and converted,
+ * 12 FMAs = 96 MACs; activations in registers). Quantized: one 32-block of a 2-row x 4-position tile (per row: |w| or the nibble
+ * unpack; per (row, position): the integer pair sums, their widening, the conversion and one FMA = 256 MACs per
+ * step). The empty asm keeps the compiler from hoisting the "loads" out of the loop. Returns the MACs done. */
+#define KEEP(v) __asm__ volatile("" : "+x"(v))
+INLINE double peak_float(int t, long iters) {
+    _Alignas(32) unsigned char wbuf[4][32]; /* 4 weight vectors (8 values each) in L1, as the kernel reads them */
+    for (int i = 0; i < 4; i++)
+        for (int c = 0; c < 8; c++) {
+            float v = 0.001f * (float)(i * 8 + c + 1);
+            uint16_t h = t == T_F16 ? f32_to_fp16(v) : f32_to_bf16(v);
+            if (t == T_F32) memcpy(wbuf[i] + 4 * c, &v, 4);
+            else memcpy(wbuf[i] + 2 * c, &h, 2);
+        }
+    __m256 x0 = _mm256_set1_ps(1e-7f), x1 = _mm256_set1_ps(2e-7f), x2 = _mm256_set1_ps(3e-7f);
+    __m256 a[12];
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; i++) a[i] = _mm256_setzero_ps();
+    const unsigned char *wp = &wbuf[0][0];
+    for (long it = 0; it < iters; it++) {
+        __asm__ volatile("" : "+r"(wp)); /* the weights are read again every step */
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            __m256 w = ld8(t, wp + 32 * i, 0);
+            a[3 * i] = _mm256_fmadd_ps(w, x0, a[3 * i]);
+            a[3 * i + 1] = _mm256_fmadd_ps(w, x1, a[3 * i + 1]);
+            a[3 * i + 2] = _mm256_fmadd_ps(w, x2, a[3 * i + 2]);
+        }
+    }
+    __m256 sum = a[0];
+    for (int i = 1; i < 12; i++) sum = _mm256_add_ps(sum, a[i]);
+    volatile float sink = hsum8(sum);
+    (void)sink;
+    return (double)iters * 96;
+}
+
+INLINE double peak_quant(int t, long iters) {
+    __m256i w0 = _mm256_set1_epi8(3), w1 = _mm256_set1_epi8(-5);
+    __m128i n0 = _mm_set1_epi8(0x35), n1 = _mm_set1_epi8(0x4b);
+    __m256i x[4] = {_mm256_set1_epi8(5), _mm256_set1_epi8(-6), _mm256_set1_epi8(7), _mm256_set1_epi8(-9)};
+    const __m256i ones = _mm256_set1_epi16(1), s8 = _mm256_set1_epi16(40);
+    const __m256 sc = _mm256_set1_ps(1e-9f);
+    __m256 a[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
+    for (long it = 0; it < iters; it++) {
+        __m256i wq[2], ax[2];
+        if (t == T_Q8_0) {
+            KEEP(w0);
+            KEEP(w1);
+            wq[0] = w0, wq[1] = w1;
+            ax[0] = _mm256_sign_epi8(w0, w0), ax[1] = _mm256_sign_epi8(w1, w1);
+        } else {
+            KEEP(n0);
+            KEEP(n1);
+            __m128i nn[2] = {n0, n1};
+#pragma GCC unroll 2
+            for (int i = 0; i < 2; i++) {
+                __m256i b = _mm256_insertf128_si256(_mm256_castsi128_si256(nn[i]), _mm_srli_epi16(nn[i], 4), 1);
+                wq[i] = ax[i] = _mm256_and_si256(b, _mm256_set1_epi8(0x0f));
+            }
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) KEEP(x[j]);
+#pragma GCC unroll 2
+        for (int i = 0; i < 2; i++)
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                __m256i d16 = t == T_Q8_0 ? _mm256_maddubs_epi16(ax[i], _mm256_sign_epi8(x[j], wq[i]))
+                                          : _mm256_sub_epi16(_mm256_maddubs_epi16(ax[i], x[j]), s8);
+                __m256 q = _mm256_cvtepi32_ps(_mm256_madd_epi16(d16, ones));
+                a[4 * i + j] = _mm256_fmadd_ps(sc, q, a[4 * i + j]);
+            }
+    }
+    __m256 sum = a[0];
+    for (int i = 1; i < 8; i++) sum = _mm256_add_ps(sum, a[i]);
+    volatile float sink = hsum8(sum);
+    (void)sink;
+    return (double)iters * 256;
+}
+
+static double peak_avx2(uint32_t type, long iters) {
+    switch (type) {
+    case GGML_F32: return peak_float(T_F32, iters);
+    case GGML_F16: return peak_float(T_F16, iters);
+    case GGML_BF16: return peak_float(T_BF16, iters);
+    case GGML_Q8_0: return peak_quant(T_Q8_0, iters);
+    case GGML_Q4_0: return peak_quant(T_Q4_0, iters);
+    default: return 0;
+    }
+}
+
 static const kern_ops AVX2 = {
     .name = "avx2",
     .dot = dot_avx2,
     .axpy = axpy_avx2,
+    .peak = peak_avx2,
     .mm = {[GGML_F32] = mm_f32_avx2, [GGML_F16] = mm_f16_avx2, [GGML_BF16] = mm_bf16_avx2,
            [GGML_Q8_0] = mm_q8_0_avx2, [GGML_Q4_0] = mm_q4_0_avx2},
 };

@@ -56,12 +56,8 @@ sd_status sd_model_generate(const sd_gen_model_params *p, const char *out_path, 
         return err_set(err, SD_ERR_ARG, "unknown shape '%s' (test-tiny, llama-68m, llama-160m, tinyllama-1.1b, llama2-7b)",
                        p->shape);
     uint32_t type;
-    if (!strcmp(p->type, "f32")) type = GGML_F32;
-    else if (!strcmp(p->type, "f16")) type = GGML_F16;
-    else if (!strcmp(p->type, "bf16")) type = GGML_BF16;
-    else if (!strcmp(p->type, "q8_0")) type = GGML_Q8_0;
-    else if (!strcmp(p->type, "q4_0")) type = GGML_Q4_0;
-    else return err_set(err, SD_ERR_ARG, "unknown weight type '%s' (f32, f16, bf16, q8_0, q4_0)", p->type);
+    if (!ggml_weight_type_from_name(p->type, &type))
+        return err_set(err, SD_ERR_ARG, "unknown weight type '%s' (" GGML_WEIGHT_TYPE_NAMES ")", p->type);
     gguf_file vf;
     sd_status st = gguf_open(&vf, p->vocab_path, err);
     if (st) return st;

@@ -302,12 +302,8 @@ static sd_status load_llama2c(sd_model *m, const char *path, const sd_model_para
 /* Re-encodes every weight matrix as `type` into memory the model owns (row by row through f32). */
 static sd_status convert_weights(sd_model *m, const char *type_name, sd_error *err) {
     uint32_t type;
-    if (!strcmp(type_name, "f32")) type = GGML_F32;
-    else if (!strcmp(type_name, "f16")) type = GGML_F16;
-    else if (!strcmp(type_name, "bf16")) type = GGML_BF16;
-    else if (!strcmp(type_name, "q8_0")) type = GGML_Q8_0;
-    else if (!strcmp(type_name, "q4_0")) type = GGML_Q4_0;
-    else return err_set(err, SD_ERR_ARG, "unknown weight type '%s' to convert to (f32, f16, bf16, q8_0, q4_0)", type_name);
+    if (!ggml_weight_type_from_name(type_name, &type))
+        return err_set(err, SD_ERR_ARG, "unknown weight type '%s' to convert to (" GGML_WEIGHT_TYPE_NAMES ")", type_name);
     int n_mat = 2 + 7 * m->hp.n_layer;
     tensor **mats = malloc((size_t)n_mat * sizeof *mats);
     if (!mats) return err_set(err, SD_ERR_NOMEM, "out of memory");
@@ -357,6 +353,18 @@ static sd_status convert_weights(sd_model *m, const char *type_name, sd_error *e
 }
 
 static size_t mat_bytes(const tensor *t) { return (size_t)t->rows * t->row_bytes; }
+
+static uint64_t mat_macs(const tensor *t) { return (uint64_t)t->rows * (uint64_t)t->cols; }
+
+static uint64_t matmul_macs(const sd_model *m) {
+    uint64_t n = mat_macs(&m->output);
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const layer_w *w = &m->layers[l];
+        n += mat_macs(&w->wq) + mat_macs(&w->wk) + mat_macs(&w->wv) + mat_macs(&w->wo) + mat_macs(&w->w_gate) +
+             mat_macs(&w->w_up) + mat_macs(&w->w_down);
+    }
+    return n;
+}
 
 static size_t decode_bytes(const sd_model *m) {
     const hparams *hp = &m->hp;
@@ -423,6 +431,7 @@ void sd_model_get_info(const sd_model *m, sd_model_info *info) {
     info->norm_eps = m->hp.norm_eps;
     info->weight_bytes = m->weight_bytes;
     info->decode_bytes = m->decode_bytes;
+    info->matmul_macs = matmul_macs(m);
 }
 
 int sd_model_meta_str(const sd_model *m, const char *key, char *buf, int cap) {

@@ -23,14 +23,22 @@ typedef struct mm_item {
     int ldy;
 } mm_item;
 
-/* Rows are handed out in chunks of MM_CHUNK_ROWS from a shared counter (over all items of the job), so a thread
- * slowed by the host or by a longer item takes fewer chunks instead of making the other wait at the end. Each
- * chunk is contiguous (a few hundred KiB of weights: prefetcher-friendly); a multiple of 4 rows. */
-enum { MM_CHUNK_ROWS = 64 };
+/* Rows are handed out in chunks from a shared counter (over all items of the job), so a thread slowed by the host
+ * or by a longer item takes fewer chunks instead of making the other wait at the end. A chunk is a multiple of 4
+ * rows and about MM_CHUNK_BYTES of contiguous weights (long enough for the hardware prefetcher to ramp up), but
+ * at most 1/n_threads of the matrix so that small matrices still split evenly. */
+enum { MM_CHUNK_BYTES = 256 << 10 };
+static int mm_chunk_rows(const tensor *w, int nth) {
+    size_t r = (MM_CHUNK_BYTES / w->row_bytes + 3) & ~(size_t)3;
+    size_t cap = (((size_t)w->rows + (size_t)nth - 1) / (size_t)nth + 3) & ~(size_t)3;
+    if (r > cap) r = cap;
+    return r < 4 ? 4 : (int)r;
+}
 typedef struct mm_job {
     mm_item it[3];
     int n_it, n;
-    int chunk_end[3]; /* cumulative chunk counts per item */
+    int chunk_rows[3]; /* rows per chunk of each item */
+    int chunk_end[3];  /* cumulative chunk counts per item */
     atomic_int next;  /* next chunk to claim */
 } mm_job;
 
@@ -44,8 +52,8 @@ static void mm_worker(void *arg, int ith, int nth) {
         int i = 0;
         while (ch >= j->chunk_end[i]) i++;
         const mm_item *m = &j->it[i];
-        int r0 = (ch - (i ? j->chunk_end[i - 1] : 0)) * MM_CHUNK_ROWS;
-        int r1 = r0 + MM_CHUNK_ROWS < (int)m->w->rows ? r0 + MM_CHUNK_ROWS : (int)m->w->rows;
+        int r0 = (ch - (i ? j->chunk_end[i - 1] : 0)) * j->chunk_rows[i];
+        int r1 = r0 + j->chunk_rows[i] < (int)m->w->rows ? r0 + j->chunk_rows[i] : (int)m->w->rows;
         m->fn(m->w->data, m->w->row_bytes, (int)m->w->cols, m->x, m->x_stride, j->n, m->y, m->ldy, r0, r1);
     }
 }
@@ -71,7 +79,8 @@ static void matmul_multi(sd_ctx *c, const float *x, int ldx, int n, int count, c
         j.it[i] = (mm_item){c->ops->mm[w[i]->type], w[i], q ? (const void *)c->xq : (const void *)x,
                             q ? qstride : (size_t)ldx * sizeof(float), y[i], ldy[i]};
         work += (double)w[i]->rows * (double)w[i]->cols * n;
-        int chunks = (int)((w[i]->rows + MM_CHUNK_ROWS - 1) / MM_CHUNK_ROWS);
+        j.chunk_rows[i] = mm_chunk_rows(w[i], pool_size(c->pool));
+        int chunks = (int)((w[i]->rows + j.chunk_rows[i] - 1) / j.chunk_rows[i]);
         j.chunk_end[i] = (i ? j.chunk_end[i - 1] : 0) + chunks;
     }
     atomic_init(&j.next, 0);

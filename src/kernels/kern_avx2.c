@@ -199,7 +199,7 @@ INLINE void quant_block(int t, int R, int P, const unsigned char *const *wr, int
         const unsigned char *blk = wr[i] + (size_t)b * bb;
         __m256i wq = unpack(t, blk);
         __m256i ax = t == T_Q8_0 ? _mm256_sign_epi8(wq, wq) : wq;
-        float dw = blk_d(blk);
+        const __m256 dwv = _mm256_set1_ps(blk_d(blk));
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) {
             __m256i xq = _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].qs);
@@ -209,7 +209,8 @@ INLINE void quant_block(int t, int R, int P, const unsigned char *const *wr, int
                 d16 = _mm256_sub_epi16(_mm256_maddubs_epi16(ax, xq),
                                        _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].s8));
             __m256 q = _mm256_cvtepi32_ps(_mm256_madd_epi16(d16, ones));
-            r[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xp[j][b].d), q, r[i][j]);
+            /* the scale d_w * d_x as a vector product: the same bits as the scalar product, one operation */
+            r[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(dwv, _mm256_broadcast_ss(&xp[j][b].d)), q, r[i][j]);
         }
     }
 }

@@ -1,13 +1,14 @@
 /* AVX2 + FMA + F16C kernels (this file alone is compiled with -mavx2 -mfma -mf16c; it is only called after a
  * CPUID check).
  *
- * Loop order: a thread takes the rows of its range in pairs (r0 + i, r0 + h + i), one from each half, so it streams
- * two monotonic sequences (rows interleaved within a page defeat the hardware prefetcher: measured 11 vs 23 GB/s
- * per core for q8_0); for each pair, every group of up to 4 positions, so the rows are read from memory once and
- * reused from L1 by the whole block, and each activation load serves both rows.
+ * Loop order (ROWS_MM): in decode a thread takes the rows of its range in pairs (r0 + i, r0 + h + i), one from each
+ * half, so it streams two monotonic sequences (rows interleaved within a page defeat the hardware prefetcher:
+ * measured 11 vs 23 GB/s per core for q8_0). In blocks it takes groups of consecutive rows (4 for float types, 2 for
+ * quantized) and prefetches the next group into L2 while the tiles of up to 3 or 4 positions run over this one, so
+ * the rows are read from memory once and reused from L1 by the whole block.
  * Invariance: each (row, position) output is ONE accumulation chain over the columns in order (8 columns or one
- * 32-block per step), then the same horizontal sum and tail, whatever the tile (1 or 2 rows x 1..4 positions), the
- * block size or the thread split. In decode the two rows' chains hide each other's FMA latency. */
+ * 32-block per step), then the same horizontal sum and tail, whatever the tile (1..4 rows x 1..4 positions), the
+ * block size or the thread split. */
 #include "kernels/kern.h"
 
 #if defined(__x86_64__) && defined(SPECDEC_HAVE_AVX2)
@@ -51,6 +52,33 @@ INLINE float ld1(int t, const unsigned char *w, int c) {
  * to fetch the next row group while this one computes). */
 enum { COL_CHUNK = 512, POS_GROUP = 32 }; /* columns per pass (multiple of 8); positions whose accumulators wait */
 
+/* Prefetch for R rows at byte offset off: pf bytes further into L2 (the next row group), or, when pf is 0, a short
+ * distance into L1. */
+INLINE void prefetch_rows(int R, const unsigned char *const *wr, size_t off, size_t pf) {
+    if (pf)
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) _mm_prefetch((const char *)wr[i] + off + pf, _MM_HINT_T1);
+    else
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) _mm_prefetch((const char *)wr[i] + off + PREFETCH_AHEAD, _MM_HINT_T0);
+}
+
+/* fn(t, R, P, ...) with R and P (each 1..4) turned into compile-time constants */
+#define WITH_P(fn, t, R, P, ...)                                                                                  \
+    do {                                                                                                          \
+        if ((P) == 4) fn(t, R, 4, __VA_ARGS__);                                                                   \
+        else if ((P) == 3) fn(t, R, 3, __VA_ARGS__);                                                              \
+        else if ((P) == 2) fn(t, R, 2, __VA_ARGS__);                                                              \
+        else fn(t, R, 1, __VA_ARGS__);                                                                            \
+    } while (0)
+#define WITH_RP(fn, t, R, P, ...)                                                                                 \
+    do {                                                                                                          \
+        if ((R) == 4) WITH_P(fn, t, 4, P, __VA_ARGS__);                                                           \
+        else if ((R) == 3) WITH_P(fn, t, 3, P, __VA_ARGS__);                                                      \
+        else if ((R) == 2) WITH_P(fn, t, 2, P, __VA_ARGS__);                                                      \
+        else WITH_P(fn, t, 1, P, __VA_ARGS__);                                                                    \
+    } while (0)
+
 INLINE void tile_float(int t, int R, int P, const unsigned char *const *wr, int cb, int ce, const float *const *xp,
                        __m256 *acc, size_t pf) {
     const int esz = t == T_F32 ? 4 : 2;
@@ -60,15 +88,7 @@ INLINE void tile_float(int t, int R, int P, const unsigned char *const *wr, int 
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) r[i][j] = acc[i * POS_GROUP + j];
     for (int c = cb; c < ce; c += 8) {
-        if ((c * esz & 63) == 0) {
-            if (pf)
-#pragma GCC unroll 4
-                for (int i = 0; i < R; i++) _mm_prefetch((const char *)wr[i] + (size_t)c * esz + pf, _MM_HINT_T1);
-            else
-#pragma GCC unroll 4
-                for (int i = 0; i < R; i++)
-                    _mm_prefetch((const char *)wr[i] + (size_t)c * esz + PREFETCH_AHEAD, _MM_HINT_T0);
-        }
+        if ((c * esz & 63) == 0) prefetch_rows(R, wr, (size_t)c * esz, pf);
         __m256 xv[4];
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) xv[j] = _mm256_loadu_ps(xp[j] + c);
@@ -85,18 +105,9 @@ INLINE void tile_float(int t, int R, int P, const unsigned char *const *wr, int 
         for (int j = 0; j < P; j++) acc[i * POS_GROUP + j] = r[i][j];
 }
 
-/* tile_float with R and P as compile-time constants (R 1..4, P 1..PMAX) */
-#define TILE_FLOAT_R(t, R, P, ...)                                                                                \
-    do {                                                                                                          \
-        if ((P) == 4) tile_float(t, R, 4, __VA_ARGS__);                                                           \
-        else if ((P) == 3) tile_float(t, R, 3, __VA_ARGS__);                                                      \
-        else if ((P) == 2) tile_float(t, R, 2, __VA_ARGS__);                                                      \
-        else tile_float(t, R, 1, __VA_ARGS__);                                                                    \
-    } while (0)
-
 /* Rows wr[0..R) (output rows ri[0..R)) against all n positions: positions in groups of POS_GROUP, columns in chunks
  * so a group's activations stay in L1, accumulators carried from chunk to chunk; tiles of up to PT positions.
- * pf: as in tile_float, applied in the first tile of each chunk (the later ones find the rows in L1). */
+ * pf: as in tile_float, in every tile (repeats for lines already requested cost little). */
 INLINE void rows_float(int t, int R, int PT, const unsigned char *const *wr, const int *ri, int cols, const void *x,
                        size_t xs, int n, float *y, int ldy, size_t pf) {
     const int c8 = cols & ~7;
@@ -115,11 +126,7 @@ INLINE void rows_float(int t, int R, int PT, const unsigned char *const *wr, con
             int nt = (gn + PT - 1) / PT;
             for (int ti = 0, p = 0; ti < nt; ti++) {
                 int P = (gn - p) / (nt - ti);
-                size_t tpf = pf;
-                if (R == 4) TILE_FLOAT_R(t, 4, P, wr, cb, ce, xp + p, acc + p, tpf);
-                else if (R == 3) TILE_FLOAT_R(t, 3, P, wr, cb, ce, xp + p, acc + p, tpf);
-                else if (R == 2) TILE_FLOAT_R(t, 2, P, wr, cb, ce, xp + p, acc + p, tpf);
-                else TILE_FLOAT_R(t, 1, P, wr, cb, ce, xp + p, acc + p, tpf);
+                WITH_RP(tile_float, t, R, P, wr, cb, ce, xp + p, acc + p, pf);
                 p += P;
             }
         }
@@ -132,26 +139,23 @@ INLINE void rows_float(int t, int R, int PT, const unsigned char *const *wr, con
     }
 }
 
-/* Decode (n = 1): the thread's rows are taken in pairs (r0 + i, r0 + h + i), one from each half of its range: two
- * monotonic streams (prefetcher-friendly) whose chains hide each other's FMA latency. An odd last row goes alone.
- * Blocks (n >= 2): groups of 4 consecutive rows x tiles of 3 positions (12 accumulators + 3 activations + 1 weight
- * register), the next group's rows prefetched into L2 while this group computes: the weight stream from memory
- * overlaps the multiply-adds instead of stalling them. Both give each (row, position) the same chain. */
-#define BLOCK_ROWS 4
-#define ROWS_MM(name, T)                                                                                          \
+/* The row walk shared by every type. Decode (n = 1): the thread's rows are taken in pairs (r0 + i, r0 + h + i), one
+ * from each half of its range: two monotonic streams (prefetcher-friendly) whose chains hide each other's FMA
+ * latency; an odd last row goes alone. Blocks (n >= 2): groups of BR consecutive rows x tiles of up to PT positions,
+ * the next group's rows prefetched into L2 while this group computes, so the weight stream from memory overlaps the
+ * arithmetic instead of stalling it. Both give each (row, position) the same chain. ROWS is rows_float or
+ * rows_quant; BR <= 4. */
+#define ROWS_MM(name, ROWS, T, BR, PT)                                                                            \
     static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
                      int ldy, int r0, int r1) {                                                                   \
         if (n >= 2) {                                                                                             \
-            for (int r = r0; r < r1; r += BLOCK_ROWS) {                                                           \
-                int R = r1 - r < BLOCK_ROWS ? r1 - r : BLOCK_ROWS;                                                \
-                const unsigned char *wr[BLOCK_ROWS];                                                              \
-                int ri[BLOCK_ROWS];                                                                               \
+            for (int r = r0; r < r1; r += BR) {                                                                   \
+                int R = r1 - r < BR ? r1 - r : BR;                                                                \
+                const unsigned char *wr[4];                                                                       \
+                int ri[4];                                                                                        \
                 for (int i = 0; i < R; i++) wr[i] = w + (size_t)(r + i) * rb, ri[i] = r + i;                      \
-                size_t pf = r + BLOCK_ROWS < r1 ? BLOCK_ROWS * rb : 0;                                            \
-                if (R == 4) rows_float(T, 4, 3, wr, ri, cols, x, xs, n, y, ldy, pf);                              \
-                else if (R == 3) rows_float(T, 3, 4, wr, ri, cols, x, xs, n, y, ldy, pf);                         \
-                else if (R == 2) rows_float(T, 2, 4, wr, ri, cols, x, xs, n, y, ldy, pf);                         \
-                else rows_float(T, 1, 4, wr, ri, cols, x, xs, n, y, ldy, pf);                                     \
+                size_t pf = r + BR < r1 ? (size_t)(BR) * rb : 0;                                                  \
+                WITH_RP(ROWS, T, R, PT, wr, ri, cols, x, xs, n, y, ldy, pf);                                      \
             }                                                                                                     \
             return;                                                                                               \
         }                                                                                                         \
@@ -159,18 +163,19 @@ INLINE void rows_float(int t, int R, int PT, const unsigned char *const *wr, con
         for (int i = 0; i < h; i++) {                                                                             \
             const unsigned char *wr[2] = {w + (size_t)(r0 + i) * rb, w + (size_t)(r0 + h + i) * rb};              \
             int ri[2] = {r0 + i, r0 + h + i};                                                                     \
-            rows_float(T, 2, 1, wr, ri, cols, x, xs, n, y, ldy, 0);                                               \
+            ROWS(T, 2, 1, wr, ri, cols, x, xs, n, y, ldy, 0);                                                     \
         }                                                                                                         \
         if ((r1 - r0) % 2) {                                                                                      \
             const unsigned char *wr[1] = {w + (size_t)(r1 - 1) * rb};                                             \
             int ri[1] = {r1 - 1};                                                                                 \
-            rows_float(T, 1, 1, wr, ri, cols, x, xs, n, y, ldy, 0);                                               \
+            ROWS(T, 1, 1, wr, ri, cols, x, xs, n, y, ldy, 0);                                                     \
         }                                                                                                         \
     }
 
-ROWS_MM(mm_f32_avx2, T_F32)
-ROWS_MM(mm_f16_avx2, T_F16)
-ROWS_MM(mm_bf16_avx2, T_BF16)
+/* float types: 4 rows x 3 positions (12 accumulators + 3 activations + 1 weight register) */
+ROWS_MM(mm_f32_avx2, rows_float, T_F32, 4, 3)
+ROWS_MM(mm_f16_avx2, rows_float, T_F16, 4, 3)
+ROWS_MM(mm_bf16_avx2, rows_float, T_BF16, 4, 3)
 
 /* ------------------------------------------------------------------ quantized weight types (x as q8 blocks) */
 enum { T_Q8_0, T_Q4_0 };
@@ -182,6 +187,7 @@ INLINE __m256i unpack(int t, const unsigned char *blk) {
     __m256i b = _mm256_insertf128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
     return _mm256_and_si256(b, _mm256_set1_epi8(0x0f));
 }
+INLINE int blk_bytes(int t) { return t == T_Q8_0 ? 34 : 18; } /* fp16 scale + 32 int8 or 16 bytes of nibbles */
 INLINE float blk_d(const unsigned char *blk) {
     uint16_t h;
     memcpy(&h, blk, 2);
@@ -192,7 +198,7 @@ INLINE float blk_d(const unsigned char *blk) {
  * way: q8_0 uses |w| * sign(x, w); q4_0 uses nibble * x - 8 (x0 + x1) (the precomputed s8). */
 INLINE void quant_block(int t, int R, int P, const unsigned char *const *wr, int b, const act_q8 *const *xp,
                         __m256 r[4][4]) {
-    const int bb = t == T_Q8_0 ? 34 : 18;
+    const int bb = blk_bytes(t);
     const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
@@ -218,22 +224,14 @@ INLINE void quant_block(int t, int R, int P, const unsigned char *const *wr, int
 /* R rows x P positions over all nb blocks of the rows; pf as in tile_float. */
 INLINE void tile_quant(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb,
                        const act_q8 *const *xp, float *y, int ldy, int p0, size_t pf) {
-    const int bb = t == T_Q8_0 ? 34 : 18;
+    const int bb = blk_bytes(t);
     __m256 r[4][4];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) r[i][j] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
-        if (((b * bb) & 63) < bb) {
-            if (pf)
-#pragma GCC unroll 4
-                for (int i = 0; i < R; i++) _mm_prefetch((const char *)wr[i] + (size_t)b * bb + pf, _MM_HINT_T1);
-            else
-#pragma GCC unroll 4
-                for (int i = 0; i < R; i++)
-                    _mm_prefetch((const char *)wr[i] + (size_t)b * bb + PREFETCH_AHEAD, _MM_HINT_T0);
-        }
+        if (((b * bb) & 63) < bb) prefetch_rows(R, wr, (size_t)b * bb, pf);
         quant_block(t, R, P, wr, b, xp, r);
     }
 #pragma GCC unroll 4
@@ -241,14 +239,6 @@ INLINE void tile_quant(int t, int R, int P, const unsigned char *const *wr, cons
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = hsum8(r[i][j]);
 }
-
-#define TILE_QUANT_R(t, R, P, ...)                                                                                \
-    do {                                                                                                          \
-        if ((P) == 4) tile_quant(t, R, 4, __VA_ARGS__);                                                           \
-        else if ((P) == 3) tile_quant(t, R, 3, __VA_ARGS__);                                                      \
-        else if ((P) == 2) tile_quant(t, R, 2, __VA_ARGS__);                                                      \
-        else tile_quant(t, R, 1, __VA_ARGS__);                                                                    \
-    } while (0)
 
 /* Rows wr[0..R) against all n positions in ceil(n / PT) tiles of even sizes; pf in the first tile only (the later
  * ones find the rows in L1). */
@@ -260,55 +250,14 @@ INLINE void rows_quant(int t, int R, int PT, const unsigned char *const *wr, con
     for (int ti = 0, p = 0; ti < nt; ti++) {
         int P = (n - p) / (nt - ti);
         for (int j = 0; j < P; j++) xp[j] = (const act_q8 *)(const void *)((const char *)x + (size_t)(p + j) * xs);
-        size_t tpf = ti == 0 ? pf : 0;
-        if (R == 4) TILE_QUANT_R(t, 4, P, wr, ri, nb, xp, y, ldy, p, tpf);
-        else if (R == 3) TILE_QUANT_R(t, 3, P, wr, ri, nb, xp, y, ldy, p, tpf);
-        else if (R == 2) TILE_QUANT_R(t, 2, P, wr, ri, nb, xp, y, ldy, p, tpf);
-        else TILE_QUANT_R(t, 1, P, wr, ri, nb, xp, y, ldy, p, tpf);
+        WITH_RP(tile_quant, t, R, P, wr, ri, nb, xp, y, ldy, p, ti == 0 ? pf : 0);
         p += P;
     }
 }
 
-#ifndef QR
-#define QR 2
-#endif
-#ifndef QP
-#define QP 4
-#endif
-#ifndef QPFR
-#define QPFR QR
-#endif
-#define QUANT_MM(name, T)                                                                                         \
-    static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
-                     int ldy, int r0, int r1) {                                                                   \
-        if (n >= 2) {                                                                                             \
-            for (int r = r0; r < r1; r += QR) {                                                                   \
-                int R = r1 - r < QR ? r1 - r : QR;                                                                \
-                const unsigned char *wr[4];                                                                       \
-                int ri[4];                                                                                        \
-                for (int i = 0; i < R; i++) wr[i] = w + (size_t)(r + i) * rb, ri[i] = r + i;                      \
-                size_t pf = r + QR < r1 ? QPFR * rb : 0;                                                          \
-                if (R == 4) rows_quant(T, 4, QP, wr, ri, cols, x, xs, n, y, ldy, pf);                             \
-                else if (R == 3) rows_quant(T, 3, QP, wr, ri, cols, x, xs, n, y, ldy, pf);                        \
-                else if (R == 2) rows_quant(T, 2, QP, wr, ri, cols, x, xs, n, y, ldy, pf);                        \
-                else rows_quant(T, 1, QP, wr, ri, cols, x, xs, n, y, ldy, pf);                                    \
-            }                                                                                                     \
-            return;                                                                                               \
-        }                                                                                                         \
-        int h = (r1 - r0) / 2;                                                                                    \
-        for (int i = 0; i < h; i++) {                                                                             \
-            const unsigned char *wr[2] = {w + (size_t)(r0 + i) * rb, w + (size_t)(r0 + h + i) * rb};              \
-            int ri[2] = {r0 + i, r0 + h + i};                                                                     \
-            rows_quant(T, 2, 1, wr, ri, cols, x, xs, n, y, ldy, 0);                                               \
-        }                                                                                                         \
-        if ((r1 - r0) % 2) {                                                                                      \
-            const unsigned char *wr[1] = {w + (size_t)(r1 - 1) * rb};                                             \
-            int ri[1] = {r1 - 1};                                                                                 \
-            rows_quant(T, 1, 1, wr, ri, cols, x, xs, n, y, ldy, 0);                                               \
-        }                                                                                                         \
-    }
-QUANT_MM(mm_q8_0_avx2, T_Q8_0)
-QUANT_MM(mm_q4_0_avx2, T_Q4_0)
+/* quantized types: 2 rows x 4 positions (8 accumulators; the integer steps need the other registers) */
+ROWS_MM(mm_q8_0_avx2, rows_quant, T_Q8_0, 2, 4)
+ROWS_MM(mm_q4_0_avx2, rows_quant, T_Q4_0, 2, 4)
 
 /* ------------------------------------------------------------------ attention helpers */
 static float dot_avx2(const float *a, const float *b, int n) {

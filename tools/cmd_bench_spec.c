@@ -57,15 +57,7 @@ static bool parse_method(const char *spec, method *m) {
     char *save = NULL, *tok = strtok_r(buf, ":", &save);
     if (!tok) return false;
     if (!strcmp(tok, "plain")) m->plain = true;
-    else if (!strcmp(tok, "draft")) m->sp.method = SD_SPEC_DRAFT;
-    else if (!strcmp(tok, "ngram")) m->sp.method = SD_SPEC_NGRAM;
-    else if (!strcmp(tok, "early-exit")) m->sp.method = SD_SPEC_EARLY_EXIT;
-    else if (!strcmp(tok, "del")) m->sp.method = SD_SPEC_DEL;
-    else if (!strcmp(tok, "specbound")) m->sp.method = SD_SPEC_SPECBOUND;
-    else {
-        fprintf(stderr, "error: unknown method '%s' in --methods (plain, draft, ngram, early-exit, del, specbound)\n", tok);
-        return false;
-    }
+    else if (!cli_spec_method("a --methods entry (or plain)", tok, &m->sp.method)) return false;
     snprintf(m->label, sizeof m->label, "%s", spec);
     for (char *kv = strtok_r(NULL, ":", &save); kv; kv = strtok_r(NULL, ":", &save)) {
         char *eq = strchr(kv, '=');
@@ -110,13 +102,8 @@ static bool parse_method(const char *spec, method *m) {
             m->sp.del_layers = m->layers;
             m->sp.del_n_layers = m->n_layers;
         }
-        else if (!strcmp(kv, "ctrl")) {
-            if (!strcmp(v, "fixed")) m->sp.ctrl = SD_CTRL_FIXED;
-            else if (!strcmp(v, "conf")) m->sp.ctrl = SD_CTRL_CONF;
-            else if (!strcmp(v, "fs")) m->sp.ctrl = SD_CTRL_FS;
-            else if (!strcmp(v, "dv")) m->sp.ctrl = SD_CTRL_DV;
-            else ok = false, fprintf(stderr, "error: ctrl=%s (fixed, conf, fs, dv)\n", v);
-        } else {
+        else if (!strcmp(kv, "ctrl")) ok = cli_spec_ctrl(flag, v, &m->sp.ctrl);
+        else {
             fprintf(stderr, "error: unknown key '%s' in method '%s'\n", kv, spec);
             ok = false;
         }

@@ -153,29 +153,9 @@ int cmd_generate(int argc, char **argv) {
         else if (IS("--min-p", "--min-p")) { NEED(); if (!cli_float(a, v, 0, 1, &sp.min_p)) return 2; }
         else if (IS("--repeat-penalty", "--repeat-penalty")) { NEED(); if (!cli_float(a, v, 1e-6, 1e6, &sp.repeat_penalty)) return 2; }
         else if (IS("--repeat-last-n", "--repeat-last-n")) { NEED(); if (!cli_int(a, v, 0, 1 << 24, &sp.repeat_last_n)) return 2; }
-        else if (IS("--spec", "--spec")) {
-            NEED();
-            if (!strcmp(v, "none")) spec.method = SD_SPEC_NONE;
-            else if (!strcmp(v, "draft")) spec.method = SD_SPEC_DRAFT;
-            else if (!strcmp(v, "ngram")) spec.method = SD_SPEC_NGRAM;
-            else if (!strcmp(v, "early-exit")) spec.method = SD_SPEC_EARLY_EXIT;
-            else if (!strcmp(v, "del")) spec.method = SD_SPEC_DEL;
-            else if (!strcmp(v, "specbound")) spec.method = SD_SPEC_SPECBOUND;
-            else {
-                fprintf(stderr, "error: --spec expects none, draft, ngram, early-exit, del or specbound, got '%s'\n", v);
-                return 2;
-            }
-        } else if (IS("--ctrl", "--ctrl")) {
-            NEED();
-            if (!strcmp(v, "fixed")) spec.ctrl = SD_CTRL_FIXED;
-            else if (!strcmp(v, "conf")) spec.ctrl = SD_CTRL_CONF;
-            else if (!strcmp(v, "fs")) spec.ctrl = SD_CTRL_FS;
-            else if (!strcmp(v, "dv")) spec.ctrl = SD_CTRL_DV;
-            else {
-                fprintf(stderr, "error: --ctrl expects fixed, conf, fs or dv, got '%s'\n", v);
-                return 2;
-            }
-        } else if (IS("--draft-model", "--draft-model")) { NEED(); draft_path = v; }
+        else if (IS("--spec", "--spec")) { NEED(); if (!cli_spec_method(a, v, &spec.method)) return 2; }
+        else if (IS("--ctrl", "--ctrl")) { NEED(); if (!cli_spec_ctrl(a, v, &spec.ctrl)) return 2; }
+        else if (IS("--draft-model", "--draft-model")) { NEED(); draft_path = v; }
         else if (IS("--draft-type", "--draft-type")) { NEED(); draft_type = v; }
         else if (IS("--gamma", "--gamma")) { NEED(); if (!cli_int(a, v, 1, 256, &spec.gamma)) return 2; }
         else if (IS("--gamma-max", "--gamma-max")) { NEED(); if (!cli_int(a, v, 1, 256, &spec.gamma_max)) return 2; }

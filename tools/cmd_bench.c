@@ -95,6 +95,15 @@ static double measure_bandwidth(int threads, int mib, int reps, double *best_out
     return med;
 }
 
+/* Read bandwidth for a model: a buffer well beyond its weights (>= 4x the bytes per token, >= the --bw-mib floor,
+ * <= 16 GiB) so the reading is the memory level the weights stream from, not a cache. */
+static double model_bandwidth(int threads, size_t decode_bytes, int floor_mib) {
+    size_t mib = 4 * decode_bytes / (1 << 20);
+    if (mib < (size_t)floor_mib) mib = (size_t)floor_mib;
+    if (mib > 16384) mib = 16384;
+    return measure_bandwidth(threads, (int)mib, 5, NULL);
+}
+
 static int cmp_dbl(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -165,12 +174,7 @@ static int bench_decode(const bench_opts *o) {
     }
     double med = median(tps, o->reps);
     best_tps = tps[o->reps - 1];
-    /* a buffer well beyond the weights (>= 4x the bytes per token, >= the --bw-mib floor) so the reading is the memory
-     * level the weights stream from, not a cache */
-    int mib = (int)(4 * info.decode_bytes / (1 << 20));
-    if (mib < o->bw_mib) mib = o->bw_mib;
-    if (mib > 16384) mib = 16384;
-    double bw = measure_bandwidth(sd_ctx_n_threads(c), mib, 5, NULL);
+    double bw = model_bandwidth(sd_ctx_n_threads(c), info.decode_bytes, o->bw_mib);
     double roof = bw / (double)info.decode_bytes;
     printf("| model | type | threads | tok/s (median) | tok/s (best) | ms/token | MiB/token | read GB/s (median) | roofline tok/s | ratio |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -293,6 +297,13 @@ static int bench_block(const bench_opts *o) {
 
 /* ------------------------------------------------------------------ peak */
 static const char *const PEAK_TYPES[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
+static const char *const PEAK_STEPS[] = {
+    "4 rows x 3 positions x 8 columns: 12 FMAs",
+    "4 rows x 3 positions x 8 columns: convert 4 weight vectors, 12 FMAs",
+    "4 rows x 3 positions x 8 columns: convert 4 weight vectors, 12 FMAs",
+    "32-block, 2 rows x 4 positions: integer pair sums, widen, convert, 1 FMA each",
+    "32-block, 2 rows x 4 positions: integer pair sums, widen, convert, 1 FMA each",
+};
 
 static int bench_peak(const bench_opts *o) {
     int ks[32], nk = parse_ks(o->ks, ks);
@@ -318,11 +329,8 @@ static int bench_peak(const bench_opts *o) {
             sd_model_free(m);
             return 1;
         }
-        const char *step = i < 3 ? "4 rows x 3 positions x 8 columns: convert 4 weight vectors, 12 FMAs"
-                                 : "32-block, 2 rows x 4 positions: integer pair sums, widen, convert, 1 FMA each";
-        if (i == 0) step = "4 rows x 3 positions x 8 columns: 12 FMAs";
         if (pk1[i] == 0) printf("| %s | (scalar kernels: not measured) | - | - |\n", PEAK_TYPES[i]);
-        else printf("| %s | %s | %.1f | %.1f |\n", PEAK_TYPES[i], step, pk1[i] / 1e9, pkn[i] / 1e9);
+        else printf("| %s | %s | %.1f | %.1f |\n", PEAK_TYPES[i], PEAK_STEPS[i], pk1[i] / 1e9, pkn[i] / 1e9);
     }
     int ti = -1;
     for (int i = 0; m && i < 5; i++)
@@ -337,10 +345,7 @@ static int bench_peak(const bench_opts *o) {
         fprintf(jf, "]");
     }
     if (m && ti >= 0 && pkn[ti] > 0) {
-        int mib = (int)(4 * info.decode_bytes / (1 << 20));
-        if (mib < o->bw_mib) mib = o->bw_mib;
-        if (mib > 16384) mib = 16384;
-        double bw = measure_bandwidth(o->threads, mib, 5, NULL);
+        double bw = model_bandwidth(o->threads, info.decode_bytes, o->bw_mib);
         double t_mem = (double)info.decode_bytes / bw;
         printf("\nLower bounds for %s (%s, %d threads): %.3f GMAC and %.1f MiB of weights per position, read %.1f "
                "GB/s, peak %.1f GMAC/s (attention, norms and the rest not counted)\n\n",
@@ -348,7 +353,7 @@ static int bench_peak(const bench_opts *o) {
                (double)info.decode_bytes / (1 << 20), bw / 1e9, pkn[ti] / 1e9);
         printf("| k | bytes / bandwidth ms | k x MACs / peak ms | bound T(k) ms | bound T(k) / bound T(1) |\n");
         printf("|---|---|---|---|---|\n");
-        double t1 = 0;
+        double t1 = t_mem > info.matmul_macs / pkn[ti] ? t_mem : info.matmul_macs / pkn[ti]; /* bound T(1) */
         if (jf)
             fprintf(jf, ", \"model\": \"%s\", \"type\": \"%s\", \"macs_per_token\": %" PRIu64
                         ", \"bytes_per_token\": %zu, \"read_bw_bytes_s\": %.0f, \"bounds\": [",
@@ -356,10 +361,7 @@ static int bench_peak(const bench_opts *o) {
         for (int i = 0; i < nk; i++) {
             double t_cmp = ks[i] * (double)info.matmul_macs / pkn[ti];
             double tb = t_mem > t_cmp ? t_mem : t_cmp;
-            if (i == 0 || ks[i] == 1) t1 = ks[i] == 1 ? tb : t1;
-            printf("| %d | %.1f | %.1f | %.1f | ", ks[i], 1e3 * t_mem, 1e3 * t_cmp, 1e3 * tb);
-            if (t1 > 0) printf("%.2f |\n", tb / t1);
-            else printf("- |\n");
+            printf("| %d | %.3g | %.3g | %.3g | %.2f |\n", ks[i], 1e3 * t_mem, 1e3 * t_cmp, 1e3 * tb, tb / t1);
             if (jf) fprintf(jf, "%s{\"k\": %d, \"bound_ms\": %.4f}", i ? ", " : "", ks[i], 1e3 * tb);
         }
         if (jf) fprintf(jf, "]");

@@ -116,11 +116,57 @@ static void check_type(const kern_ops *ops, uint32_t type) {
            worst, tol);
 }
 
+/* Attention helpers: att_scores equals dot() per key and att_mix equals axpy() per key in order, bit for bit, for
+ * head sizes with and without an 8-multiple, contiguous cells and a cell list, counts around the 4-key groups. */
+static void check_attention(const kern_ops *ops) {
+    enum { STRIDE = 200, NCELL = 40 };
+    float *kv = malloc(sizeof(float) * STRIDE * NCELL); /* [NCELL][STRIDE] */
+    for (int i = 0; i < STRIDE * NCELL; i++) kv[i] = frand();
+    const int hds[] = {1, 7, 8, 12, 16, 40, 64, 72, 128, 136};
+    const int cells[] = {3, 4, 9, 10, 11, 20, 31, 39};
+    int bad = 0;
+    for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++) {
+        int hd = hds[h];
+        float q[136], p[NCELL], out[NCELL], o0[136], o1[136];
+        for (int e = 0; e < hd; e++) q[e] = frand();
+        for (int j = 0; j < NCELL; j++) p[j] = frand();
+        for (int n = 0; n <= 9; n++)
+            for (int list = 0; list < 2; list++) {
+                if (list && n > 8) continue;
+                const int *cl = list ? cells : NULL;
+                ops->att_scores(q, kv, STRIDE, cl, n, hd, 0.125f, out);
+                for (int e = 0; e < hd; e++) o0[e] = o1[e] = 0.01f * (float)e;
+                ops->att_mix(o0, p, kv, STRIDE, cl, n, hd);
+                for (int j = 0; j < n; j++) {
+                    const float *row = kv + (size_t)(cl ? cl[j] : j) * STRIDE;
+                    float want = ops->dot(q, row, hd) * 0.125f;
+                    if (memcmp(&want, &out[j], sizeof want) != 0) bad++;
+                    ops->axpy(o1, p[j], row, hd);
+                }
+                if (memcmp(o0, o1, sizeof(float) * (size_t)hd) != 0) bad++;
+            }
+    }
+    /* a long contiguous run (the common case: the whole prefix of the context) */
+    float q[64], out[NCELL], o0[64] = {0}, o1[64] = {0};
+    for (int e = 0; e < 64; e++) q[e] = frand();
+    ops->att_scores(q, kv, STRIDE, NULL, NCELL, 64, 1.0f, out);
+    ops->att_mix(o0, out, kv, STRIDE, NULL, NCELL, 64);
+    for (int j = 0; j < NCELL; j++) {
+        if (ops->dot(q, kv + (size_t)j * STRIDE, 64) != out[j]) bad++;
+        ops->axpy(o1, out[j], kv + (size_t)j * STRIDE, 64);
+    }
+    if (memcmp(o0, o1, sizeof o0) != 0) bad++;
+    CHECK(bad == 0, "%s attention helpers: %d results differ from dot/axpy per key", ops->name, bad);
+    free(kv);
+}
+
 int main(void) {
     const kern_ops *a = kern_avx2();
     uint32_t types[] = {GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0};
     if (!a) printf("  (no AVX2 on this CPU: checking the scalar table against itself)\n");
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(a ? a : kern_scalar(), types[i]);
+    check_attention(kern_scalar());
+    if (a) check_attention(a);
     /* fp16 conversion round trips every half value */
     int bad = 0;
     for (uint32_t h = 0; h < 65536; h++) {

@@ -299,8 +299,8 @@ static int bench_block(const bench_opts *o) {
 static const char *const PEAK_TYPES[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
 static const char *const PEAK_STEPS[] = {
     "4 rows x 3 positions x 8 columns: 12 FMAs",
-    "4 rows x 3 positions x 8 columns: convert 4 weight vectors, 12 FMAs",
-    "4 rows x 3 positions x 8 columns: convert 4 weight vectors, 12 FMAs",
+    "3 rows x 4 positions x 8 columns: convert 3 weight vectors, 12 FMAs",
+    "3 rows x 4 positions x 8 columns: convert 3 weight vectors, 12 FMAs",
     "32-block, 2 rows x 4 positions: integer pair sums, widen, convert, 1 FMA each",
     "32-block, 2 rows x 4 positions: integer pair sums, widen, convert, 1 FMA each",
 };

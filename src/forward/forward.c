@@ -24,15 +24,16 @@ typedef struct mm_item {
 } mm_item;
 
 /* Rows are handed out in chunks from a shared counter (over all items of the job), so a thread slowed by the host
- * or by a longer item takes fewer chunks instead of making the other wait at the end. A chunk is a multiple of 4
- * rows and about MM_CHUNK_BYTES of contiguous weights (long enough for the hardware prefetcher to ramp up), but
+ * or by a longer item takes fewer chunks instead of making the other wait at the end. A chunk is a multiple of
+ * MM_CHUNK_ALIGN rows and about MM_CHUNK_BYTES of contiguous weights (long enough for the hardware prefetcher to ramp up), but
  * at most 1/n_threads of the matrix so that small matrices still split evenly. */
-enum { MM_CHUNK_BYTES = 256 << 10 };
+enum { MM_CHUNK_BYTES = 256 << 10, MM_CHUNK_ALIGN = 12 }; /* 12: whole row groups of the kernels (2, 3 or 4 rows) */
 static int mm_chunk_rows(const tensor *w, int nth) {
-    size_t r = (MM_CHUNK_BYTES / w->row_bytes + 3) & ~(size_t)3;
-    size_t cap = (((size_t)w->rows + (size_t)nth - 1) / (size_t)nth + 3) & ~(size_t)3;
+    const size_t a = MM_CHUNK_ALIGN;
+    size_t r = (MM_CHUNK_BYTES / w->row_bytes + a - 1) / a * a;
+    size_t cap = (((size_t)w->rows + (size_t)nth - 1) / (size_t)nth + a - 1) / a * a;
     if (r > cap) r = cap;
-    return r < 4 ? 4 : (int)r;
+    return r < a ? (int)a : (int)r;
 }
 typedef struct mm_job {
     mm_item it[3];
@@ -272,29 +273,28 @@ static void att_worker(void *arg, int ith, int nth) {
             prefix = c->cell[i] + 1;
         } else {
             prefix = c->base[i];
-            for (int a = i; a >= 0; a = c->par[a]) anc[n_anc++] = c->cell[a];
+            for (int a = i; a >= 0; a = c->par[a]) n_anc++;
+            int r = n_anc; /* ancestors' cells, ascending (the walk meets them newest first) */
+            for (int a = i; a >= 0; a = c->par[a]) anc[--r] = c->cell[a];
         }
         int n_vis = prefix + n_anc;
         const float *kb = c->kv.k + kv_offset(&c->kv, s, j->layer, 0) + (size_t)kvh * hd;
         const float *vb = c->kv.v + kv_offset(&c->kv, s, j->layer, 0) + (size_t)kvh * hd;
+        /* sc[n_vis]: scores of the visible cells, [0, prefix) then the ancestors */
+        c->ops->att_scores(q, kb, (size_t)KVD, NULL, prefix, hd, scale, sc);
+        c->ops->att_scores(q, kb, (size_t)KVD, anc, n_anc, hd, scale, sc + prefix);
         float mx = -INFINITY;
-        for (int vi = 0; vi < n_vis; vi++) {
-            int cell = vi < prefix ? vi : anc[n_anc - 1 - (vi - prefix)];
-            float d = c->ops->dot(q, kb + (size_t)cell * KVD, hd) * scale;
-            sc[vi] = d;
-            if (d > mx) mx = d;
-        }
+        for (int vi = 0; vi < n_vis; vi++)
+            if (sc[vi] > mx) mx = sc[vi];
         float sum = 0.0f;
         for (int vi = 0; vi < n_vis; vi++) {
             sc[vi] = expf(sc[vi] - mx);
             sum += sc[vi];
         }
-        float *o = c->xn + (size_t)i * Q + (size_t)h * hd;
+        float *o = c->xn + (size_t)i * Q + (size_t)h * hd; /* [hd] */
         for (int e = 0; e < hd; e++) o[e] = 0.0f;
-        for (int vi = 0; vi < n_vis; vi++) {
-            int cell = vi < prefix ? vi : anc[n_anc - 1 - (vi - prefix)];
-            c->ops->axpy(o, sc[vi], vb + (size_t)cell * KVD, hd);
-        }
+        c->ops->att_mix(o, sc, vb, (size_t)KVD, NULL, prefix, hd);
+        c->ops->att_mix(o, sc + prefix, vb, (size_t)KVD, anc, n_anc, hd);
         float inv = 1.0f / sum;
         for (int e = 0; e < hd; e++) o[e] *= inv;
     }

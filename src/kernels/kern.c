@@ -83,10 +83,21 @@ static void axpy_scalar(float *y, float s, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += s * x[i];
 }
 
+static void att_scores_scalar(const float *q, const float *k, size_t stride, const int *cells, int n, int hd,
+                              float scale, float *out) {
+    for (int j = 0; j < n; j++) out[j] = dot_scalar(q, k + (size_t)(cells ? cells[j] : j) * stride, hd) * scale;
+}
+
+static void att_mix_scalar(float *o, const float *p, const float *v, size_t stride, const int *cells, int n, int hd) {
+    for (int j = 0; j < n; j++) axpy_scalar(o, p[j], v + (size_t)(cells ? cells[j] : j) * stride, hd);
+}
+
 static const kern_ops SCALAR = {
     .name = "scalar",
     .dot = dot_scalar,
     .axpy = axpy_scalar,
+    .att_scores = att_scores_scalar,
+    .att_mix = att_mix_scalar,
     .mm = {[GGML_F32] = mm_f32_scalar, [GGML_F16] = mm_f16_scalar, [GGML_BF16] = mm_bf16_scalar,
            [GGML_Q8_0] = mm_q8_0_scalar, [GGML_Q4_0] = mm_q4_0_scalar},
 };

@@ -31,6 +31,12 @@ typedef struct kern_ops {
     /* attention helpers (fixed order for a given n): sum a[i]*b[i]; y[i] += s * x[i] */
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float s, const float *x, int n);
+    /* Attention over n visible cells of one head, keys and values at base + cell * stride (cell = cells[j], or j
+     * when cells is NULL), hd values each. att_scores: out[j] = dot(q, key_j) * scale, each dot the same chain as
+     * dot(). att_mix: o[e] += p[j] * value_j[e] for j in order, each o[e] the same chain as repeated axpy(). */
+    void (*att_scores)(const float *q, const float *k, size_t stride, const int *cells, int n, int hd, float scale,
+                       float *out);
+    void (*att_mix)(float *o, const float *p, const float *v, size_t stride, const int *cells, int n, int hd);
     /* Runs iters steps of a type's inner arithmetic with every operand in registers; returns the multiply-adds
      * done (0: not provided). For measuring the compute ceiling (kern_peak). */
     double (*peak)(uint32_t type, long iters);

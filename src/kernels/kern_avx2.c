@@ -3,9 +3,9 @@
  *
  * Loop order (ROWS_MM): in decode a thread takes the rows of its range in pairs (r0 + i, r0 + h + i), one from each
  * half, so it streams two monotonic sequences (rows interleaved within a page defeat the hardware prefetcher:
- * measured 11 vs 23 GB/s per core for q8_0). In blocks it takes groups of consecutive rows (4 for float types, 2 for
- * quantized) and prefetches the next group into L2 while the tiles of up to 3 or 4 positions run over this one, so
- * the rows are read from memory once and reused from L1 by the whole block.
+ * measured 11 vs 23 GB/s per core for q8_0). In blocks it takes groups of consecutive rows (3 or 4 for float types,
+ * 2 for quantized) and prefetches the next group into L2 while the tiles of up to 3 or 4 positions run over this
+ * one, so the rows are read from memory once and reused from L1 by the whole block.
  * Invariance: each (row, position) output is ONE accumulation chain over the columns in order (8 columns or one
  * 32-block per step), then the same horizontal sum and tail, whatever the tile (1..4 rows x 1..4 positions), the
  * block size or the thread split. */
@@ -46,10 +46,6 @@ INLINE float ld1(int t, const unsigned char *w, int c) {
     return t == T_F16 ? fp16_to_f32(h) : bf16_to_f32(h);
 }
 
-/* R rows (1..4, anywhere in memory) x P positions (1..4, R * P <= 12) over columns [cb, ce) (multiples of 8),
- * continuing the accumulators acc[i * POS_GROUP + j]: one accumulation chain per (row, position), 8 columns at a
- * time. pf: prefetch distance in bytes from each row (0: the default short distance into L1; else into L2, used
- * to fetch the next row group while this one computes). */
 enum { COL_CHUNK = 512, POS_GROUP = 32 }; /* columns per pass (multiple of 8); positions whose accumulators wait */
 
 /* Prefetch for R rows at byte offset off: pf bytes further into L2 (the next row group), or, when pf is 0, a short
@@ -79,16 +75,12 @@ INLINE void prefetch_rows(int R, const unsigned char *const *wr, size_t off, siz
         else WITH_P(fn, t, 1, P, __VA_ARGS__);                                                                    \
     } while (0)
 
-INLINE void tile_float(int t, int R, int P, const unsigned char *const *wr, int cb, int ce, const float *const *xp,
-                       __m256 *acc, size_t pf) {
-    const int esz = t == T_F32 ? 4 : 2;
-    __m256 r[4][4];
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < P; j++) r[i][j] = acc[i * POS_GROUP + j];
-    for (int c = cb; c < ce; c += 8) {
-        if ((c * esz & 63) == 0) prefetch_rows(R, wr, (size_t)c * esz, pf);
+/* One step of 8 columns at c: each (row, position) chain takes one FMA. The loop order keeps R * P accumulators + P
+ * or R operands + 1 in the 16 registers: activations held when the tile has more rows, weights when it has more
+ * positions. */
+INLINE void step_float(int t, int R, int P, const unsigned char *const *wr, int c, const float *const *xp,
+                       __m256 r[4][4]) {
+    if (R > P) {
         __m256 xv[4];
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) xv[j] = _mm256_loadu_ps(xp[j] + c);
@@ -98,13 +90,53 @@ INLINE void tile_float(int t, int R, int P, const unsigned char *const *wr, int 
 #pragma GCC unroll 4
             for (int j = 0; j < P; j++) r[i][j] = _mm256_fmadd_ps(wv, xv[j], r[i][j]);
         }
+    } else {
+        __m256 wv[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) wv[i] = ld8(t, wr[i], c);
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) {
+            __m256 xv = _mm256_loadu_ps(xp[j] + c);
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) r[i][j] = _mm256_fmadd_ps(wv[i], xv, r[i][j]);
+        }
     }
+}
+
+/* R rows (1..4, anywhere in memory) x P positions (1..4, R * P <= 12) over columns [cb, ce) (multiples of 8),
+ * continuing the accumulators acc[i * POS_GROUP + j] (starting them at zero when cb is 0): one accumulation chain
+ * per (row, position), 8 columns at a time, 32 columns (64 bytes of 16-bit weights) per loop turn. pf: prefetch
+ * distance in bytes from each row (0: the default short distance into L1; else into L2, used to fetch the next row
+ * group while this one computes). */
+INLINE void tile_float(int t, int R, int P, const unsigned char *const *wr, int cb, int ce, const float *const *xp,
+                       __m256 *acc, size_t pf) {
+    const int esz = t == T_F32 ? 4 : 2;
+    __m256 r[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) r[i][j] = cb == 0 ? _mm256_setzero_ps() : acc[i * POS_GROUP + j];
+    int c = cb;
+    for (; c + 32 <= ce; c += 32) {
+        prefetch_rows(R, wr, (size_t)c * esz, pf);
+        if (esz == 4) prefetch_rows(R, wr, (size_t)c * esz + 64, pf);
+        step_float(t, R, P, wr, c, xp, r);
+        step_float(t, R, P, wr, c + 8, xp, r);
+        step_float(t, R, P, wr, c + 16, xp, r);
+        step_float(t, R, P, wr, c + 24, xp, r);
+    }
+    for (; c < ce; c += 8) step_float(t, R, P, wr, c, xp, r);
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) acc[i * POS_GROUP + j] = r[i][j];
 }
 
+/* acc below is written by the first column chunk's tiles (cb == 0) before any read; GCC cannot see that. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 /* Rows wr[0..R) (output rows ri[0..R)) against all n positions: positions in groups of POS_GROUP, columns in chunks
  * so a group's activations stay in L1, accumulators carried from chunk to chunk; tiles of up to PT positions.
  * pf: as in tile_float, in every tile (repeats for lines already requested cost little). */
@@ -115,14 +147,11 @@ INLINE void rows_float(int t, int R, int PT, const unsigned char *const *wr, con
     for (int g = 0; g < n; g += POS_GROUP) {
         int gn = n - g < POS_GROUP ? n - g : POS_GROUP;
         const float *xp[POS_GROUP];
-        for (int j = 0; j < gn; j++) {
-            xp[j] = (const float *)(const void *)((const char *)x + (size_t)(g + j) * xs);
-            for (int i = 0; i < R; i++) acc[i * POS_GROUP + j] = _mm256_setzero_ps();
-        }
+        for (int j = 0; j < gn; j++) xp[j] = (const float *)(const void *)((const char *)x + (size_t)(g + j) * xs);
         int chunk = gn <= 1 ? c8 + 8 : COL_CHUNK;
         for (int cb = 0; cb < c8; cb += chunk) {
             int ce = cb + chunk < c8 ? cb + chunk : c8;
-            /* ceil(gn / PT) tiles of sizes as even as possible (16 = 3+3+3+3+2+2, not 3*5+1) */
+            /* ceil(gn / PT) tiles of sizes as even as possible (with 3: 16 = 3+3+3+3+2+2, not 3*5+1) */
             int nt = (gn + PT - 1) / PT;
             for (int ti = 0, p = 0; ti < nt; ti++) {
                 int P = (gn - p) / (nt - ti);
@@ -132,12 +161,16 @@ INLINE void rows_float(int t, int R, int PT, const unsigned char *const *wr, con
         }
         for (int i = 0; i < R; i++)
             for (int j = 0; j < gn; j++) {
-                float s = hsum8(acc[i * POS_GROUP + j]);
+                float s = c8 ? hsum8(acc[i * POS_GROUP + j]) : 0.0f; /* no full 8-column step: tail only */
                 for (int cc = c8; cc < cols; cc++) s += ld1(t, wr[i], cc) * xp[j][cc];
                 y[(size_t)(g + j) * ldy + ri[i]] = s;
             }
     }
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 /* The row walk shared by every type. Decode (n = 1): the thread's rows are taken in pairs (r0 + i, r0 + h + i), one
  * from each half of its range: two monotonic streams (prefetcher-friendly) whose chains hide each other's FMA
@@ -172,10 +205,13 @@ INLINE void rows_float(int t, int R, int PT, const unsigned char *const *wr, con
         }                                                                                                         \
     }
 
-/* float types: 4 rows x 3 positions (12 accumulators + 3 activations + 1 weight register) */
+/* float types: 12 accumulators. 16-bit weights: 3 rows x 4 positions (3 converted weight vectors held, one
+ * activation at a time), so blocks of 4, 8, 12, 16 are whole tiles and each weight is converted once per 4
+ * positions (measured 3-4% faster than 4 x 3 at k = 8 and 16). f32: 4 rows x 3 positions (3 activations held); its
+ * 4-byte weights load the L2 hardest, and 3 x 4 measured no better. */
 ROWS_MM(mm_f32_avx2, rows_float, T_F32, 4, 3)
-ROWS_MM(mm_f16_avx2, rows_float, T_F16, 4, 3)
-ROWS_MM(mm_bf16_avx2, rows_float, T_BF16, 4, 3)
+ROWS_MM(mm_f16_avx2, rows_float, T_F16, 3, 4)
+ROWS_MM(mm_bf16_avx2, rows_float, T_BF16, 3, 4)
 
 /* ------------------------------------------------------------------ quantized weight types (x as q8 blocks) */
 enum { T_Q8_0, T_Q4_0 };
@@ -276,42 +312,99 @@ static void axpy_avx2(float *y, float s, const float *x, int n) {
     for (; i < n; i++) y[i] += s * x[i];
 }
 
+/* Attention: the same chains as dot_avx2 / axpy_avx2 per key, with the independent work side by side so the FMA
+ * latency is hidden: 4 keys' dots at once; the weighted sum of values kept in registers across the keys, up to 64
+ * values (8 vectors) of the head at a time. */
+static void att_scores_avx2(const float *q, const float *k, size_t stride, const int *cells, int n, int hd, float scale,
+                            float *out) {
+    const int h8 = hd & ~7;
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const float *kr[4];
+        __m256 acc[4];
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) kr[u] = k + (size_t)(cells ? cells[j + u] : j + u) * stride, acc[u] = _mm256_setzero_ps();
+        for (int e = 0; e < h8; e += 8) {
+            __m256 qv = _mm256_loadu_ps(q + e);
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) acc[u] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr[u] + e), acc[u]);
+        }
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) {
+            float s = hsum8(acc[u]);
+            for (int e = h8; e < hd; e++) s += q[e] * kr[u][e];
+            out[j + u] = s * scale;
+        }
+    }
+    for (; j < n; j++) out[j] = dot_avx2(q, k + (size_t)(cells ? cells[j] : j) * stride, hd) * scale;
+}
+
+INLINE void att_mix_vecs(int NV, float *o, const float *p, const float *v, size_t stride, const int *cells, int n) {
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < NV; r++) acc[r] = _mm256_loadu_ps(o + 8 * r);
+    for (int j = 0; j < n; j++) {
+        const float *vr = v + (size_t)(cells ? cells[j] : j) * stride;
+        __m256 pv = _mm256_set1_ps(p[j]);
+#pragma GCC unroll 8
+        for (int r = 0; r < NV; r++) acc[r] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vr + 8 * r), acc[r]);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NV; r++) _mm256_storeu_ps(o + 8 * r, acc[r]);
+}
+
+static void att_mix_avx2(float *o, const float *p, const float *v, size_t stride, const int *cells, int n, int hd) {
+    int e = 0;
+    for (; e + 64 <= hd; e += 64) att_mix_vecs(8, o + e, p, v + e, stride, cells, n);
+    if (e + 32 <= hd) att_mix_vecs(4, o + e, p, v + e, stride, cells, n), e += 32;
+    if (e + 16 <= hd) att_mix_vecs(2, o + e, p, v + e, stride, cells, n), e += 16;
+    if (e + 8 <= hd) att_mix_vecs(1, o + e, p, v + e, stride, cells, n), e += 8;
+    for (; e < hd; e++)
+        for (int j = 0; j < n; j++) o[e] += p[j] * v[(size_t)(cells ? cells[j] : j) * stride + e];
+}
+
 /* ------------------------------------------------------------------ in-register peak of each inner step */
 /* The arithmetic a block kernel must do per weight with no memory traffic beyond L1: the ceiling the real kernels
- * approach (bench peak). Float types: one 4-row x 3-position step (4 weight vectors loaded from L1 and converted,
- * 12 FMAs = 96 MACs; activations in registers). Quantized: one 32-block of a 2-row x 4-position tile (per row: |w| or the nibble
- * unpack; per (row, position): the integer pair sums, their widening, the conversion and one FMA = 256 MACs per
- * step). The empty asm keeps the compiler from hoisting the "loads" out of the loop. Returns the MACs done. */
+ * approach (bench peak). Float types: the kernels' own step (step_float) of their tile, 12 accumulators: 3 rows x 4
+ * positions for 16-bit weights (3 weight vectors loaded and converted, 4 activation loads, 12 FMAs = 96 MACs), 4 x 3
+ * for f32; operands re-read from L1 every step. Quantized: one 32-block of a 2-row x 4-position tile (per row: |w|
+ * or the nibble unpack; per (row, position): the integer pair sums, their widening, the conversion and one FMA = 256
+ * MACs per step). The empty asm keeps the compiler from hoisting the loads out of the loop. Returns the MACs done. */
 #define KEEP(v) __asm__ volatile("" : "+x"(v))
-INLINE double peak_float(int t, long iters) {
-    _Alignas(32) unsigned char wbuf[4][32]; /* 4 weight vectors (8 values each) in L1, as the kernel reads them */
+INLINE double peak_float_tile(int t, int R, int P, long iters) {
+    _Alignas(32) unsigned char wbuf[4][32]; /* R weight vectors (8 values each), as the kernel reads them */
+    _Alignas(32) float xbuf[4][8];          /* P activation vectors */
     for (int i = 0; i < 4; i++)
         for (int c = 0; c < 8; c++) {
             float v = 0.001f * (float)(i * 8 + c + 1);
             uint16_t h = t == T_F16 ? f32_to_fp16(v) : f32_to_bf16(v);
             if (t == T_F32) memcpy(wbuf[i] + 4 * c, &v, 4);
             else memcpy(wbuf[i] + 2 * c, &h, 2);
+            xbuf[i][c] = 1e-7f * (float)(i + 1);
         }
-    __m256 x0 = _mm256_set1_ps(1e-7f), x1 = _mm256_set1_ps(2e-7f), x2 = _mm256_set1_ps(3e-7f);
-    __m256 a[12];
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; i++) a[i] = _mm256_setzero_ps();
-    const unsigned char *wp = &wbuf[0][0];
-    for (long it = 0; it < iters; it++) {
-        __asm__ volatile("" : "+r"(wp)); /* the weights are read again every step */
+    __m256 r[4][4];
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
-            __m256 w = ld8(t, wp + 32 * i, 0);
-            a[3 * i] = _mm256_fmadd_ps(w, x0, a[3 * i]);
-            a[3 * i + 1] = _mm256_fmadd_ps(w, x1, a[3 * i + 1]);
-            a[3 * i + 2] = _mm256_fmadd_ps(w, x2, a[3 * i + 2]);
-        }
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) r[i][j] = _mm256_setzero_ps();
+    const unsigned char *wr[4] = {wbuf[0], wbuf[1], wbuf[2], wbuf[3]};
+    const float *xp[4] = {xbuf[0], xbuf[1], xbuf[2], xbuf[3]};
+    for (long it = 0; it < iters; it++) {
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) __asm__ volatile("" : "+r"(wr[i]), "+r"(xp[i])); /* operands re-read each step */
+        step_float(t, R, P, wr, 0, xp, r);
     }
-    __m256 sum = a[0];
-    for (int i = 1; i < 12; i++) sum = _mm256_add_ps(sum, a[i]);
+    __m256 sum = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) sum = _mm256_add_ps(sum, r[i][j]);
     volatile float sink = hsum8(sum);
     (void)sink;
-    return (double)iters * 96;
+    return (double)iters * 8 * R * P;
+}
+INLINE double peak_float(int t, long iters) {
+    return t == T_F32 ? peak_float_tile(t, 4, 3, iters) : peak_float_tile(t, 3, 4, iters);
 }
 
 INLINE double peak_quant(int t, long iters) {
@@ -374,6 +467,8 @@ static const kern_ops AVX2 = {
     .name = "avx2",
     .dot = dot_avx2,
     .axpy = axpy_avx2,
+    .att_scores = att_scores_avx2,
+    .att_mix = att_mix_avx2,
     .peak = peak_avx2,
     .mm = {[GGML_F32] = mm_f32_avx2, [GGML_F16] = mm_f16_avx2, [GGML_BF16] = mm_bf16_avx2,
            [GGML_Q8_0] = mm_q8_0_avx2, [GGML_Q4_0] = mm_q4_0_avx2},

@@ -160,6 +160,55 @@ static void check_attention(const kern_ops *ops) {
     free(kv);
 }
 
+/* ulps between two floats of the same sign (0 when equal) */
+static double ulps(float a, float b) {
+    if (a == b) return 0;
+    float m = fmaxf(fabsf(a), fabsf(b));
+    return fabs((double)a - b) / (double)(nextafterf(m, INFINITY) - m);
+}
+
+/* softmax and silu_mul against the scalar table (libm expf): exp within 2 ulp over the range softmax feeds it
+ * ([-87, 0]: s[0] - max with max = 0), the sums and silu values within a few ulp, 0 below the normal floats. */
+static void check_softmax_silu(const kern_ops *ops) {
+    const kern_ops *ref = kern_scalar();
+    double worst_exp = 0, worst_sum = 0, worst_silu = 0;
+    for (int i = 0; i <= 20000; i++) {
+        float x = -87.0f * (float)i / 20000.0f, s[2] = {x, 0.0f};
+        ops->softmax(s, 2);
+        double u = ulps(s[0], expf(x));
+        if (u > worst_exp) worst_exp = u;
+    }
+    float big[2] = {-200.0f, 0.0f};
+    ops->softmax(big, 2);
+    CHECK(big[0] == 0.0f && big[1] == 1.0f, "%s softmax: exp(-200) = %g, exp(0) = %g", ops->name, big[0], big[1]);
+    for (int n = 1; n <= 300; n += (n < 20 ? 1 : 37)) {
+        float a[300], b[300];
+        for (int i = 0; i < n; i++) a[i] = b[i] = 20.0f * frand();
+        float sa = ops->softmax(a, n), sb = ref->softmax(b, n);
+        double d = fabs((double)sa - sb) / sb;
+        if (d > worst_sum) worst_sum = d;
+        for (int i = 0; i < n; i++) {
+            double e = fabs((double)a[i] - b[i]) / sb;
+            if (e > worst_sum) worst_sum = e;
+        }
+    }
+    for (int n = 1; n <= 40; n++) {
+        float g[40], h[40], u[40];
+        for (int i = 0; i < n; i++) g[i] = h[i] = 30.0f * frand(), u[i] = frand();
+        ops->silu_mul(g, u, (size_t)n);
+        ref->silu_mul(h, u, (size_t)n);
+        for (int i = 0; i < n; i++) {
+            double e = fabs((double)g[i] - h[i]) / (1e-30 + fabs((double)h[i]));
+            if (fabs((double)h[i]) > 1e-30 && e > worst_silu) worst_silu = e;
+        }
+    }
+    CHECK(worst_exp <= 2, "%s softmax: exp %.1f ulp from expf", ops->name, worst_exp);
+    CHECK(worst_sum <= 1e-6, "%s softmax: relative difference %.3g from the scalar table", ops->name, worst_sum);
+    CHECK(worst_silu <= 1e-6, "%s silu_mul: relative difference %.3g from the scalar table", ops->name, worst_silu);
+    printf("  %-6s exp %.1f ulp, softmax %.2e, silu %.2e (relative, vs libm expf)\n", ops->name, worst_exp, worst_sum,
+           worst_silu);
+}
+
 int main(void) {
     const kern_ops *a = kern_avx2();
     uint32_t types[] = {GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0};
@@ -167,6 +216,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(a ? a : kern_scalar(), types[i]);
     check_attention(kern_scalar());
     if (a) check_attention(a);
+    check_softmax_silu(a ? a : kern_scalar());
     /* fp16 conversion round trips every half value */
     int bad = 0;
     for (uint32_t h = 0; h < 65536; h++) {

@@ -170,7 +170,7 @@ sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **ou
     c->up = malloc(B * F * sizeof(float));
     c->tmp = malloc(B * E * sizeof(float));
     c->xq = malloc(B * (maxc / 32 + 1) * sizeof(act_q8));
-    c->scores = malloc((size_t)p.n_threads * ((size_t)p.n_ctx + B) * sizeof(float));
+    c->scores = malloc((size_t)p.n_threads * (size_t)(hp->n_head / hp->n_head_kv) * ((size_t)p.n_ctx + B) * sizeof(float));
     c->cell = malloc(B * sizeof(int));
     c->base = malloc(B * sizeof(int));
     c->chain = malloc(B * sizeof(int));
@@ -250,23 +250,29 @@ static void rope(float *x, int n_heads, int hd, const float *cs_pos, rope_kind k
 typedef struct att_job {
     sd_ctx *c;
     int n, layer;
+    int hs; /* query heads per task (a divisor of the heads per KV head) */
 } att_job;
 
-/* One (entry, head) per task: scores over the visible cells in ascending cell order, softmax, weighted sum. */
+enum { ATT_KEY_BLOCK = 16 }; /* keys per pass over a task's heads: their K or V rows stay in L1 (16 x 4 lines) */
+
+/* One task = one entry x hs query heads sharing a KV head: the keys and values are read from memory once per task
+ * and reused from L1 by its heads (key blocks of ATT_KEY_BLOCK). Per head: scores over the visible cells in
+ * ascending cell order, softmax, weighted sum of the values: the same kernel calls for a head whatever hs is or
+ * which thread runs it (a head's weighted sum is one chain per value across the key blocks). */
 static void att_worker(void *arg, int ith, int nth) {
     const att_job *j = arg;
     sd_ctx *c = j->c;
     const hparams *hp = &c->m->hp;
-    const int H = hp->n_head, hd = hp->head_dim, grp = hp->n_head / hp->n_head_kv, KVD = c->kv.kv_dim;
-    const int Q = H * hd;
+    const int H = hp->n_head, hd = hp->head_dim, grp = hp->n_head / hp->n_head_kv, KVD = c->kv.kv_dim, hs = j->hs;
+    const int Q = H * hd, per_entry = H / hs;
     const float scale = 1.0f / sqrtf((float)hd);
-    float *sc = c->scores + (size_t)ith * ((size_t)c->n_ctx + c->n_batch);
+    const size_t ss = (size_t)c->n_ctx + c->n_batch;                   /* stride of a head's scores */
+    float *sc = c->scores + (size_t)ith * (size_t)grp * ss;            /* [hs][ss] */
     int *anc = c->anc + (size_t)ith * c->n_batch;
     int t0, t1;
-    pool_split(j->n * H, ith, nth, &t0, &t1);
+    pool_split(j->n * per_entry, ith, nth, &t0, &t1);
     for (int t = t0; t < t1; t++) {
-        int i = t / H, h = t % H, kvh = h / grp, s = c->seqs[i];
-        const float *q = c->q + (size_t)i * Q + (size_t)h * hd;
+        int i = t / per_entry, h0 = (t % per_entry) * hs, kvh = h0 / grp, s = c->seqs[i];
         /* visible cells: [0, prefix) then the listed extras (ascending) */
         int prefix, n_anc = 0;
         if (c->par[i] == -2) { /* chain entry: everything up to its own cell */
@@ -280,24 +286,42 @@ static void att_worker(void *arg, int ith, int nth) {
         int n_vis = prefix + n_anc;
         const float *kb = c->kv.k + kv_offset(&c->kv, s, j->layer, 0) + (size_t)kvh * hd;
         const float *vb = c->kv.v + kv_offset(&c->kv, s, j->layer, 0) + (size_t)kvh * hd;
-        /* sc[n_vis]: scores of the visible cells, [0, prefix) then the ancestors */
-        c->ops->att_scores(q, kb, (size_t)KVD, NULL, prefix, hd, scale, sc);
-        c->ops->att_scores(q, kb, (size_t)KVD, anc, n_anc, hd, scale, sc + prefix);
-        float mx = -INFINITY;
-        for (int vi = 0; vi < n_vis; vi++)
-            if (sc[vi] > mx) mx = sc[vi];
-        float sum = 0.0f;
-        for (int vi = 0; vi < n_vis; vi++) {
-            sc[vi] = expf(sc[vi] - mx);
-            sum += sc[vi];
+        const float *q = c->q + (size_t)i * Q + (size_t)h0 * hd; /* [hs][hd] */
+        float *o = c->xn + (size_t)i * Q + (size_t)h0 * hd;      /* [hs][hd] */
+        /* sc[g][n_vis]: scores of the visible cells, [0, prefix) then the ancestors */
+        for (int b0 = 0; b0 < prefix; b0 += ATT_KEY_BLOCK) {
+            int nb = prefix - b0 < ATT_KEY_BLOCK ? prefix - b0 : ATT_KEY_BLOCK;
+            for (int g = 0; g < hs; g++)
+                c->ops->att_scores(q + (size_t)g * hd, kb + (size_t)b0 * KVD, (size_t)KVD, NULL, nb, hd, scale,
+                                   sc + g * ss + b0);
         }
-        float *o = c->xn + (size_t)i * Q + (size_t)h * hd; /* [hd] */
-        for (int e = 0; e < hd; e++) o[e] = 0.0f;
-        c->ops->att_mix(o, sc, vb, (size_t)KVD, NULL, prefix, hd);
-        c->ops->att_mix(o, sc + prefix, vb, (size_t)KVD, anc, n_anc, hd);
-        float inv = 1.0f / sum;
-        for (int e = 0; e < hd; e++) o[e] *= inv;
+        float inv[64];
+        for (int g = 0; g < hs; g++) {
+            c->ops->att_scores(q + (size_t)g * hd, kb, (size_t)KVD, anc, n_anc, hd, scale, sc + g * ss + prefix);
+            inv[g] = 1.0f / c->ops->softmax(sc + g * ss, n_vis);
+        }
+        for (int e = 0; e < hs * hd; e++) o[e] = 0.0f;
+        for (int b0 = 0; b0 < prefix; b0 += ATT_KEY_BLOCK) {
+            int nb = prefix - b0 < ATT_KEY_BLOCK ? prefix - b0 : ATT_KEY_BLOCK;
+            for (int g = 0; g < hs; g++)
+                c->ops->att_mix(o + (size_t)g * hd, sc + g * ss + b0, vb + (size_t)b0 * KVD, (size_t)KVD, NULL, nb, hd);
+        }
+        for (int g = 0; g < hs; g++) {
+            c->ops->att_mix(o + (size_t)g * hd, sc + g * ss + prefix, vb, (size_t)KVD, anc, n_anc, hd);
+            for (int e = 0; e < hd; e++) o[(size_t)g * hd + e] *= inv[g];
+        }
     }
+}
+
+/* Query heads per attention task: all the heads of a KV head, halved while that leaves fewer than 4 tasks per
+ * thread (decode of a model with few KV heads), and at most 64. */
+static int att_heads_per_task(const sd_ctx *c, int n) {
+    const hparams *hp = &c->m->hp;
+    int hs = hp->n_head / hp->n_head_kv, nth = pool_size(c->pool);
+    while (hs > 1 && hs % 2 == 0 && (hs > 64 || n * (hp->n_head / hs) < 4 * nth)) hs /= 2;
+    while (hs > 64) hs--; /* (an odd group over 64: any divisor works) */
+    while (hp->n_head / hp->n_head_kv % hs) hs--;
+    return hs;
 }
 
 static void layer_attention(sd_ctx *c, int l, int n) {
@@ -326,7 +350,7 @@ static void layer_attention(sd_ctx *c, int l, int n) {
         memcpy(c->kv.k + o, k, (size_t)KV * sizeof(float));
         memcpy(c->kv.v + o, v, (size_t)KV * sizeof(float));
     }
-    att_job aj = {c, n, l};
+    att_job aj = {c, n, l, att_heads_per_task(c, n)};
     run_par(c, att_worker, &aj, 2.0 * n * Q * (double)(c->cell[n - 1] + 1));
     fwd_matmul(c, &w->wo, c->xn, Q, n, c->tmp, E);
     for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->tmp[i];
@@ -341,10 +365,7 @@ static void layer_mlp(sd_ctx *c, int l, int n) {
     float *ys[2] = {c->gate, c->up};
     int lds[2] = {F, F};
     matmul_multi(c, c->xn, E, n, 2, ws, ys, lds);
-    for (size_t i = 0; i < (size_t)n * F; i++) {
-        float g = c->gate[i];
-        c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
-    }
+    c->ops->silu_mul(c->gate, c->up, (size_t)n * F);
     fwd_matmul(c, &w->w_down, c->gate, F, n, c->tmp, E);
     for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->tmp[i];
 }

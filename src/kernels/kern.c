@@ -92,12 +92,29 @@ static void att_mix_scalar(float *o, const float *p, const float *v, size_t stri
     for (int j = 0; j < n; j++) axpy_scalar(o, p[j], v + (size_t)(cells ? cells[j] : j) * stride, hd);
 }
 
+static float softmax_scalar(float *s, int n) {
+    float mx = s[0], sum = 0.0f;
+    for (int i = 1; i < n; i++)
+        if (s[i] > mx) mx = s[i];
+    for (int i = 0; i < n; i++) {
+        s[i] = expf(s[i] - mx);
+        sum += s[i];
+    }
+    return sum;
+}
+
+static void silu_mul_scalar(float *g, const float *u, size_t n) {
+    for (size_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
 static const kern_ops SCALAR = {
     .name = "scalar",
     .dot = dot_scalar,
     .axpy = axpy_scalar,
     .att_scores = att_scores_scalar,
     .att_mix = att_mix_scalar,
+    .softmax = softmax_scalar,
+    .silu_mul = silu_mul_scalar,
     .mm = {[GGML_F32] = mm_f32_scalar, [GGML_F16] = mm_f16_scalar, [GGML_BF16] = mm_bf16_scalar,
            [GGML_Q8_0] = mm_q8_0_scalar, [GGML_Q4_0] = mm_q4_0_scalar},
 };

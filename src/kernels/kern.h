@@ -37,6 +37,11 @@ typedef struct kern_ops {
     void (*att_scores)(const float *q, const float *k, size_t stride, const int *cells, int n, int hd, float scale,
                        float *out);
     void (*att_mix)(float *o, const float *p, const float *v, size_t stride, const int *cells, int n, int hd);
+    /* s[i] = exp(s[i] - max(s)) in place for i < n (n >= 1); returns their sum. The same n values give the same
+     * bits whatever the caller. */
+    float (*softmax)(float *s, int n);
+    /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n. */
+    void (*silu_mul)(float *g, const float *u, size_t n);
     /* Runs iters steps of a type's inner arithmetic with every operand in registers; returns the multiply-adds
      * done (0: not provided). For measuring the compute ceiling (kern_peak). */
     double (*peak)(uint32_t type, long iters);

@@ -116,10 +116,11 @@ static void check_type(const kern_ops *ops, uint32_t type) {
            worst, tol);
 }
 
-/* Attention helpers: att_scores equals dot() per key and att_mix equals axpy() per key in order, bit for bit, for
- * head sizes with and without an 8-multiple, contiguous cells and a cell list, counts around the 4-key groups. */
+/* Attention helpers: att_scores equals dot() per (head, key) and att_mix equals axpy() per key in order, bit for bit,
+ * for 1..8 heads at once (threes, twos, ones), head sizes with and without an 8-multiple, contiguous cells and a cell list, counts around
+ * the 4-key groups. */
 static void check_attention(const kern_ops *ops) {
-    enum { STRIDE = 200, NCELL = 40 };
+    enum { STRIDE = 200, NCELL = 40, MAXH = 8, LD = 48 };
     float *kv = malloc(sizeof(float) * STRIDE * NCELL); /* [NCELL][STRIDE] */
     for (int i = 0; i < STRIDE * NCELL; i++) kv[i] = frand();
     const int hds[] = {1, 7, 8, 12, 16, 40, 64, 72, 128, 136};
@@ -127,30 +128,32 @@ static void check_attention(const kern_ops *ops) {
     int bad = 0;
     for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++) {
         int hd = hds[h];
-        float q[136], p[NCELL], out[NCELL], o0[136], o1[136];
-        for (int e = 0; e < hd; e++) q[e] = frand();
-        for (int j = 0; j < NCELL; j++) p[j] = frand();
-        for (int n = 0; n <= 9; n++)
-            for (int list = 0; list < 2; list++) {
-                if (list && n > 8) continue;
-                const int *cl = list ? cells : NULL;
-                ops->att_scores(q, kv, STRIDE, cl, n, hd, 0.125f, out);
-                for (int e = 0; e < hd; e++) o0[e] = o1[e] = 0.01f * (float)e;
-                ops->att_mix(o0, p, kv, STRIDE, cl, n, hd);
-                for (int j = 0; j < n; j++) {
-                    const float *row = kv + (size_t)(cl ? cl[j] : j) * STRIDE;
-                    float want = ops->dot(q, row, hd) * 0.125f;
-                    if (memcmp(&want, &out[j], sizeof want) != 0) bad++;
-                    ops->axpy(o1, p[j], row, hd);
+        static float q[MAXH * 136], p[MAXH * LD], out[MAXH * LD], o0[MAXH * 136], o1[MAXH * 136];
+        for (int e = 0; e < MAXH * hd; e++) q[e] = frand();
+        for (int j = 0; j < MAXH * LD; j++) p[j] = frand();
+        for (int nh = 1; nh <= MAXH; nh++)
+            for (int n = 0; n <= 9; n++)
+                for (int list = 0; list < 2; list++) {
+                    if (list && n > 8) continue;
+                    const int *cl = list ? cells : NULL;
+                    ops->att_scores(q, nh, kv, STRIDE, cl, n, hd, 0.125f, out, LD);
+                    for (int e = 0; e < nh * hd; e++) o0[e] = o1[e] = 0.01f * (float)e;
+                    ops->att_mix(o0, nh, p, LD, kv, STRIDE, cl, n, hd);
+                    for (int g = 0; g < nh; g++)
+                        for (int j = 0; j < n; j++) {
+                            const float *row = kv + (size_t)(cl ? cl[j] : j) * STRIDE;
+                            float want = ops->dot(q + g * hd, row, hd) * 0.125f;
+                            if (memcmp(&want, &out[g * LD + j], sizeof want) != 0) bad++;
+                            ops->axpy(o1 + g * hd, p[g * LD + j], row, hd);
+                        }
+                    if (memcmp(o0, o1, sizeof(float) * (size_t)(nh * hd)) != 0) bad++;
                 }
-                if (memcmp(o0, o1, sizeof(float) * (size_t)hd) != 0) bad++;
-            }
     }
     /* a long contiguous run (the common case: the whole prefix of the context) */
     float q[64], out[NCELL], o0[64] = {0}, o1[64] = {0};
     for (int e = 0; e < 64; e++) q[e] = frand();
-    ops->att_scores(q, kv, STRIDE, NULL, NCELL, 64, 1.0f, out);
-    ops->att_mix(o0, out, kv, STRIDE, NULL, NCELL, 64);
+    ops->att_scores(q, 1, kv, STRIDE, NULL, NCELL, 64, 1.0f, out, NCELL);
+    ops->att_mix(o0, 1, out, NCELL, kv, STRIDE, NULL, NCELL, 64);
     for (int j = 0; j < NCELL; j++) {
         if (ops->dot(q, kv + (size_t)j * STRIDE, 64) != out[j]) bad++;
         ops->axpy(o1, out[j], kv + (size_t)j * STRIDE, 64);

@@ -156,7 +156,7 @@ sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **ou
     const size_t B = (size_t)p.n_batch, E = (size_t)hp->n_embd, Q = (size_t)hp->n_head * hp->head_dim,
                  KV = (size_t)hp->n_head_kv * hp->head_dim, F = (size_t)hp->n_ff;
     size_t EQ = E > Q ? E : Q, maxc = EQ > F ? EQ : F;
-    sd_status st = kv_init(&c->kv, p.n_seq, hp->n_layer, p.n_ctx, (int)KV, err);
+    sd_status st = kv_init(&c->kv, p.n_seq, hp->n_layer, p.n_ctx, hp->n_head_kv, hp->head_dim, err);
     if (st) {
         free(c);
         return st;
@@ -227,9 +227,7 @@ sd_status sd_kv_read(const sd_ctx *c, int seq, int layer, int pos, float *k_out,
     if (!c || seq < 0 || seq >= c->kv.n_seq || layer < 0 || layer >= c->kv.n_layer || pos < 0 ||
         pos >= *kv_len(&c->kv, seq, layer))
         return err_set(err, SD_ERR_ARG, "sd_kv_read: no cached position %d in layer %d of sequence %d", pos, layer, seq);
-    size_t o = kv_offset(&c->kv, seq, layer, pos), n = (size_t)c->kv.kv_dim * sizeof(float);
-    if (k_out) memcpy(k_out, c->kv.k + o, n);
-    if (v_out) memcpy(v_out, c->kv.v + o, n);
+    kv_read_cell(&c->kv, seq, layer, pos, k_out, v_out);
     return SD_OK;
 }
 
@@ -253,7 +251,7 @@ typedef struct att_job {
     int hs; /* query heads per task (a divisor of the heads per KV head) */
 } att_job;
 
-enum { ATT_KEY_BLOCK = 16 }; /* keys per pass over a task's heads: their K or V rows stay in L1 (16 x 4 lines) */
+enum { ATT_KEY_BLOCK = 32 }; /* keys per pass over a task's heads: their K or V rows stay in L1 */
 
 /* One task = one entry x hs query heads sharing a KV head: the keys and values are read from memory once per task
  * and reused from L1 by its heads (key blocks of ATT_KEY_BLOCK). Per head: scores over the visible cells in
@@ -263,7 +261,7 @@ static void att_worker(void *arg, int ith, int nth) {
     const att_job *j = arg;
     sd_ctx *c = j->c;
     const hparams *hp = &c->m->hp;
-    const int H = hp->n_head, hd = hp->head_dim, grp = hp->n_head / hp->n_head_kv, KVD = c->kv.kv_dim, hs = j->hs;
+    const int H = hp->n_head, hd = hp->head_dim, grp = hp->n_head / hp->n_head_kv, hs = j->hs;
     const int Q = H * hd, per_entry = H / hs;
     const float scale = 1.0f / sqrtf((float)hd);
     const size_t ss = (size_t)c->n_ctx + c->n_batch;                   /* stride of a head's scores */
@@ -284,32 +282,26 @@ static void att_worker(void *arg, int ith, int nth) {
             for (int a = i; a >= 0; a = c->par[a]) anc[--r] = c->cell[a];
         }
         int n_vis = prefix + n_anc;
-        const float *kb = c->kv.k + kv_offset(&c->kv, s, j->layer, 0) + (size_t)kvh * hd;
-        const float *vb = c->kv.v + kv_offset(&c->kv, s, j->layer, 0) + (size_t)kvh * hd;
+        const float *kb = c->kv.k + kv_head(&c->kv, s, j->layer, kvh); /* [n_ctx][hd] */
+        const float *vb = c->kv.v + kv_head(&c->kv, s, j->layer, kvh);
         const float *q = c->q + (size_t)i * Q + (size_t)h0 * hd; /* [hs][hd] */
         float *o = c->xn + (size_t)i * Q + (size_t)h0 * hd;      /* [hs][hd] */
         /* sc[g][n_vis]: scores of the visible cells, [0, prefix) then the ancestors */
         for (int b0 = 0; b0 < prefix; b0 += ATT_KEY_BLOCK) {
             int nb = prefix - b0 < ATT_KEY_BLOCK ? prefix - b0 : ATT_KEY_BLOCK;
-            for (int g = 0; g < hs; g++)
-                c->ops->att_scores(q + (size_t)g * hd, kb + (size_t)b0 * KVD, (size_t)KVD, NULL, nb, hd, scale,
-                                   sc + g * ss + b0);
+            c->ops->att_scores(q, hs, kb + (size_t)b0 * hd, (size_t)hd, NULL, nb, hd, scale, sc + b0, ss);
         }
+        c->ops->att_scores(q, hs, kb, (size_t)hd, anc, n_anc, hd, scale, sc + prefix, ss);
         float inv[64];
-        for (int g = 0; g < hs; g++) {
-            c->ops->att_scores(q + (size_t)g * hd, kb, (size_t)KVD, anc, n_anc, hd, scale, sc + g * ss + prefix);
-            inv[g] = 1.0f / c->ops->softmax(sc + g * ss, n_vis);
-        }
+        for (int g = 0; g < hs; g++) inv[g] = 1.0f / c->ops->softmax(sc + g * ss, n_vis);
         for (int e = 0; e < hs * hd; e++) o[e] = 0.0f;
         for (int b0 = 0; b0 < prefix; b0 += ATT_KEY_BLOCK) {
             int nb = prefix - b0 < ATT_KEY_BLOCK ? prefix - b0 : ATT_KEY_BLOCK;
-            for (int g = 0; g < hs; g++)
-                c->ops->att_mix(o + (size_t)g * hd, sc + g * ss + b0, vb + (size_t)b0 * KVD, (size_t)KVD, NULL, nb, hd);
+            c->ops->att_mix(o, hs, sc + b0, ss, vb + (size_t)b0 * hd, (size_t)hd, NULL, nb, hd);
         }
-        for (int g = 0; g < hs; g++) {
-            c->ops->att_mix(o + (size_t)g * hd, sc + g * ss + prefix, vb, (size_t)KVD, anc, n_anc, hd);
+        c->ops->att_mix(o, hs, sc + prefix, ss, vb, (size_t)hd, anc, n_anc, hd);
+        for (int g = 0; g < hs; g++)
             for (int e = 0; e < hd; e++) o[(size_t)g * hd + e] *= inv[g];
-        }
     }
 }
 
@@ -346,9 +338,7 @@ static void layer_attention(sd_ctx *c, int l, int n) {
         const float *cs = c->rope_cs + (size_t)c->poss[i] * hp->head_dim;
         rope(q, hp->n_head, hp->head_dim, cs, m->arch->rope);
         rope(k, hp->n_head_kv, hp->head_dim, cs, m->arch->rope);
-        size_t o = kv_offset(&c->kv, c->seqs[i], l, c->cell[i]);
-        memcpy(c->kv.k + o, k, (size_t)KV * sizeof(float));
-        memcpy(c->kv.v + o, v, (size_t)KV * sizeof(float));
+        kv_write_cell(&c->kv, c->seqs[i], l, c->cell[i], k, v);
     }
     att_job aj = {c, n, l, att_heads_per_task(c, n)};
     run_par(c, att_worker, &aj, 2.0 * n * Q * (double)(c->cell[n - 1] + 1));

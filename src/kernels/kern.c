@@ -83,13 +83,18 @@ static void axpy_scalar(float *y, float s, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += s * x[i];
 }
 
-static void att_scores_scalar(const float *q, const float *k, size_t stride, const int *cells, int n, int hd,
-                              float scale, float *out) {
-    for (int j = 0; j < n; j++) out[j] = dot_scalar(q, k + (size_t)(cells ? cells[j] : j) * stride, hd) * scale;
+static void att_scores_scalar(const float *q, int nh, const float *k, size_t stride, const int *cells, int n, int hd,
+                              float scale, float *out, size_t ldo) {
+    for (int g = 0; g < nh; g++)
+        for (int j = 0; j < n; j++)
+            out[g * ldo + j] = dot_scalar(q + (size_t)g * hd, k + (size_t)(cells ? cells[j] : j) * stride, hd) * scale;
 }
 
-static void att_mix_scalar(float *o, const float *p, const float *v, size_t stride, const int *cells, int n, int hd) {
-    for (int j = 0; j < n; j++) axpy_scalar(o, p[j], v + (size_t)(cells ? cells[j] : j) * stride, hd);
+static void att_mix_scalar(float *o, int nh, const float *p, size_t ldp, const float *v, size_t stride,
+                           const int *cells, int n, int hd) {
+    for (int g = 0; g < nh; g++)
+        for (int j = 0; j < n; j++)
+            axpy_scalar(o + (size_t)g * hd, p[g * ldp + j], v + (size_t)(cells ? cells[j] : j) * stride, hd);
 }
 
 static float softmax_scalar(float *s, int n) {

@@ -31,12 +31,15 @@ typedef struct kern_ops {
     /* attention helpers (fixed order for a given n): sum a[i]*b[i]; y[i] += s * x[i] */
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float s, const float *x, int n);
-    /* Attention over n visible cells of one head, keys and values at base + cell * stride (cell = cells[j], or j
-     * when cells is NULL), hd values each. att_scores: out[j] = dot(q, key_j) * scale, each dot the same chain as
-     * dot(). att_mix: o[e] += p[j] * value_j[e] for j in order, each o[e] the same chain as repeated axpy(). */
-    void (*att_scores)(const float *q, const float *k, size_t stride, const int *cells, int n, int hd, float scale,
-                       float *out);
-    void (*att_mix)(float *o, const float *p, const float *v, size_t stride, const int *cells, int n, int hd);
+    /* Attention of nh heads over n visible cells, keys and values at base + cell * stride (cell = cells[j], or j
+     * when cells is NULL), hd values each; the heads' queries q and sums o are [nh][hd]. att_scores:
+     * out[g * ldo + j] = dot(q_g, key_j) * scale, each dot the same chain as dot(). att_mix: o_g[e] += p[g * ldp + j]
+     * * value_j[e] for j in order, each o_g[e] the same chain as repeated axpy(). So a head's results do not depend on
+     * nh or on which heads it is computed with. */
+    void (*att_scores)(const float *q, int nh, const float *k, size_t stride, const int *cells, int n, int hd,
+                       float scale, float *out, size_t ldo);
+    void (*att_mix)(float *o, int nh, const float *p, size_t ldp, const float *v, size_t stride, const int *cells, int n,
+                    int hd);
     /* s[i] = exp(s[i] - max(s)) in place for i < n (n >= 1); returns their sum. The same n values give the same
      * bits whatever the caller. */
     float (*softmax)(float *s, int n);

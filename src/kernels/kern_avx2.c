@@ -330,59 +330,98 @@ static void axpy_avx2(float *y, float s, const float *x, int n) {
     for (; i < n; i++) y[i] += s * x[i];
 }
 
-/* Attention: the same chains as dot_avx2 / axpy_avx2 per key, with the independent work side by side so the FMA
- * latency is hidden: 4 keys' dots at once; the weighted sum of values kept in registers across the keys, up to 64
- * values (8 vectors) of the head at a time. */
-static void att_scores_avx2(const float *q, const float *k, size_t stride, const int *cells, int n, int hd, float scale,
-                            float *out) {
-    const int h8 = hd & ~7;
-    int j = 0;
-    for (; j + 4 <= n; j += 4) {
-        const float *kr[4];
-        __m256 acc[4];
+/* Attention: the same chains as dot_avx2 / axpy_avx2 per (head, key), with independent work side by side so the
+ * FMA latency is hidden and each key or value row loaded once serves up to three heads: the dots of 3 heads x 4 keys at once
+ * (12 accumulators); the weighted sums of 3 heads kept in registers across the keys, 32 values of each at a time.
+ * Heads go in threes, then twos (8 = 3 + 3 + 2, 4 = 2 + 2). */
+INLINE const float *att_row(const float *base, size_t stride, const int *cells, int j) {
+    return base + (size_t)(cells ? cells[j] : j) * stride;
+}
+
+/* NH (1..3) heads' scores for keys kr[0..4), hd a multiple of 8: 4 NH accumulators, the heads' query vectors held,
+ * one key vector at a time */
+INLINE void att_scores4(int NH, const float *q, int hd, const float *const *kr, float scale, float *out, size_t ldo) {
+    __m256 acc[3][4];
+#pragma GCC unroll 3
+    for (int g = 0; g < NH; g++)
 #pragma GCC unroll 4
-        for (int u = 0; u < 4; u++) kr[u] = k + (size_t)(cells ? cells[j + u] : j + u) * stride, acc[u] = _mm256_setzero_ps();
-        for (int e = 0; e < h8; e += 8) {
-            __m256 qv = _mm256_loadu_ps(q + e);
-#pragma GCC unroll 4
-            for (int u = 0; u < 4; u++) acc[u] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr[u] + e), acc[u]);
-        }
-        if (h8 == hd) {
-            _mm_storeu_ps(out + j, _mm_mul_ps(hsum8x4(acc), _mm_set1_ps(scale)));
-            continue;
-        }
+        for (int u = 0; u < 4; u++) acc[g][u] = _mm256_setzero_ps();
+    for (int e = 0; e < hd; e += 8) {
+        __m256 qv[3];
+#pragma GCC unroll 3
+        for (int g = 0; g < NH; g++) qv[g] = _mm256_loadu_ps(q + (size_t)g * hd + e);
 #pragma GCC unroll 4
         for (int u = 0; u < 4; u++) {
-            float s = hsum8(acc[u]);
-            for (int e = h8; e < hd; e++) s += q[e] * kr[u][e];
-            out[j + u] = s * scale;
+            __m256 kv = _mm256_loadu_ps(kr[u] + e);
+#pragma GCC unroll 3
+            for (int g = 0; g < NH; g++) acc[g][u] = _mm256_fmadd_ps(qv[g], kv, acc[g][u]);
         }
     }
-    for (; j < n; j++) out[j] = dot_avx2(q, k + (size_t)(cells ? cells[j] : j) * stride, hd) * scale;
+#pragma GCC unroll 3
+    for (int g = 0; g < NH; g++) _mm_storeu_ps(out + (size_t)g * ldo, _mm_mul_ps(hsum8x4(acc[g]), _mm_set1_ps(scale)));
 }
 
-INLINE void att_mix_vecs(int NV, float *o, const float *p, const float *v, size_t stride, const int *cells, int n) {
-    __m256 acc[8];
-#pragma GCC unroll 8
-    for (int r = 0; r < NV; r++) acc[r] = _mm256_loadu_ps(o + 8 * r);
+static void att_scores_avx2(const float *q, int nh, const float *k, size_t stride, const int *cells, int n, int hd,
+                            float scale, float *out, size_t ldo) {
+    int j = 0;
+    if (hd % 8 == 0)
+        for (; j + 4 <= n; j += 4) {
+            const float *kr[4];
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) kr[u] = att_row(k, stride, cells, j + u);
+            int g = 0;
+            for (; nh - g >= 3 && nh - g != 4; g += 3) att_scores4(3, q + (size_t)g * hd, hd, kr, scale, out + g * ldo + j, ldo);
+            for (; g + 2 <= nh; g += 2) att_scores4(2, q + (size_t)g * hd, hd, kr, scale, out + g * ldo + j, ldo);
+            if (g < nh) att_scores4(1, q + (size_t)g * hd, hd, kr, scale, out + g * ldo + j, ldo);
+        }
+    for (; j < n; j++)
+        for (int g = 0; g < nh; g++)
+            out[g * ldo + j] = dot_avx2(q + (size_t)g * hd, att_row(k, stride, cells, j), hd) * scale;
+}
+
+/* NH (1..3) heads x NV (1..4) vectors of their weighted sums over all n keys */
+INLINE void att_mix_vecs(int NH, int NV, float *o, int hd, const float *p, size_t ldp, const float *v, size_t stride,
+                         const int *cells, int n) {
+    __m256 acc[3][4];
+#pragma GCC unroll 3
+    for (int g = 0; g < NH; g++)
+#pragma GCC unroll 4
+        for (int r = 0; r < NV; r++) acc[g][r] = _mm256_loadu_ps(o + (size_t)g * hd + 8 * r);
     for (int j = 0; j < n; j++) {
-        const float *vr = v + (size_t)(cells ? cells[j] : j) * stride;
-        __m256 pv = _mm256_set1_ps(p[j]);
-#pragma GCC unroll 8
-        for (int r = 0; r < NV; r++) acc[r] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vr + 8 * r), acc[r]);
+        const float *vr = att_row(v, stride, cells, j);
+        __m256 pv[3];
+#pragma GCC unroll 3
+        for (int g = 0; g < NH; g++) pv[g] = _mm256_set1_ps(p[g * ldp + j]);
+#pragma GCC unroll 4
+        for (int r = 0; r < NV; r++) {
+            __m256 x = _mm256_loadu_ps(vr + 8 * r);
+#pragma GCC unroll 3
+            for (int g = 0; g < NH; g++) acc[g][r] = _mm256_fmadd_ps(pv[g], x, acc[g][r]);
+        }
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < NV; r++) _mm256_storeu_ps(o + 8 * r, acc[r]);
+#pragma GCC unroll 3
+    for (int g = 0; g < NH; g++)
+#pragma GCC unroll 4
+        for (int r = 0; r < NV; r++) _mm256_storeu_ps(o + (size_t)g * hd + 8 * r, acc[g][r]);
 }
 
-static void att_mix_avx2(float *o, const float *p, const float *v, size_t stride, const int *cells, int n, int hd) {
+INLINE void att_mix_heads(int NH, float *o, int hd, const float *p, size_t ldp, const float *v, size_t stride,
+                          const int *cells, int n) {
     int e = 0;
-    for (; e + 64 <= hd; e += 64) att_mix_vecs(8, o + e, p, v + e, stride, cells, n);
-    if (e + 32 <= hd) att_mix_vecs(4, o + e, p, v + e, stride, cells, n), e += 32;
-    if (e + 16 <= hd) att_mix_vecs(2, o + e, p, v + e, stride, cells, n), e += 16;
-    if (e + 8 <= hd) att_mix_vecs(1, o + e, p, v + e, stride, cells, n), e += 8;
-    for (; e < hd; e++)
-        for (int j = 0; j < n; j++) o[e] += p[j] * v[(size_t)(cells ? cells[j] : j) * stride + e];
+    for (; e + 32 <= hd; e += 32) att_mix_vecs(NH, 4, o + e, hd, p, ldp, v + e, stride, cells, n);
+    if (e + 16 <= hd) att_mix_vecs(NH, 2, o + e, hd, p, ldp, v + e, stride, cells, n), e += 16;
+    if (e + 8 <= hd) att_mix_vecs(NH, 1, o + e, hd, p, ldp, v + e, stride, cells, n), e += 8;
+    for (int g = 0; g < NH; g++)
+        for (int f = e; f < hd; f++)
+            for (int j = 0; j < n; j++) o[(size_t)g * hd + f] += p[g * ldp + j] * att_row(v, stride, cells, j)[f];
+}
+
+static void att_mix_avx2(float *o, int nh, const float *p, size_t ldp, const float *v, size_t stride, const int *cells,
+                         int n, int hd) {
+    int g = 0;
+    for (; nh - g >= 3 && nh - g != 4; g += 3) att_mix_heads(3, o + (size_t)g * hd, hd, p + g * ldp, ldp, v, stride, cells, n);
+    for (; g + 2 <= nh; g += 2) att_mix_heads(2, o + (size_t)g * hd, hd, p + g * ldp, ldp, v, stride, cells, n);
+    if (g < nh) att_mix_heads(1, o + (size_t)g * hd, hd, p + g * ldp, ldp, v, stride, cells, n);
 }
 
 /* exp(x) for 8 lanes: x = n ln2 + r (n = round(x / ln2), r in [-ln2/2, ln2/2] by a two-part ln2), exp(r) by its

@@ -5,8 +5,9 @@
 
 #include "util/err.h"
 
-sd_status kv_init(kv_cache *kv, int n_seq, int n_layer, int n_ctx, int kv_dim, sd_error *err) {
+sd_status kv_init(kv_cache *kv, int n_seq, int n_layer, int n_ctx, int n_head_kv, int head_dim, sd_error *err) {
     memset(kv, 0, sizeof *kv);
+    const int kv_dim = n_head_kv * head_dim;
     size_t n = (size_t)n_seq * n_layer * n_ctx * kv_dim;
     kv->k = malloc(n * sizeof(float));
     kv->v = malloc(n * sizeof(float));
@@ -19,6 +20,8 @@ sd_status kv_init(kv_cache *kv, int n_seq, int n_layer, int n_ctx, int kv_dim, s
     kv->n_seq = n_seq;
     kv->n_layer = n_layer;
     kv->n_ctx = n_ctx;
+    kv->n_head_kv = n_head_kv;
+    kv->head_dim = head_dim;
     kv->kv_dim = kv_dim;
     return SD_OK;
 }
@@ -41,9 +44,29 @@ void kv_copy_seq(kv_cache *kv, int src, int dst) {
     if (src == dst) return;
     for (int l = 0; l < kv->n_layer; l++) {
         int n = *kv_len(kv, src, l);
-        size_t bytes = (size_t)n * kv->kv_dim * sizeof(float);
-        memcpy(kv->k + kv_offset(kv, dst, l, 0), kv->k + kv_offset(kv, src, l, 0), bytes);
-        memcpy(kv->v + kv_offset(kv, dst, l, 0), kv->v + kv_offset(kv, src, l, 0), bytes);
+        size_t bytes = (size_t)n * kv->head_dim * sizeof(float);
+        for (int h = 0; h < kv->n_head_kv; h++) {
+            memcpy(kv->k + kv_head(kv, dst, l, h), kv->k + kv_head(kv, src, l, h), bytes);
+            memcpy(kv->v + kv_head(kv, dst, l, h), kv->v + kv_head(kv, src, l, h), bytes);
+        }
         *kv_len(kv, dst, l) = n;
+    }
+}
+
+void kv_write_cell(kv_cache *kv, int seq, int layer, int cell, const float *k, const float *v) {
+    const size_t hd = (size_t)kv->head_dim;
+    for (int h = 0; h < kv->n_head_kv; h++) {
+        size_t o = kv_head(kv, seq, layer, h) + (size_t)cell * hd;
+        memcpy(kv->k + o, k + h * hd, hd * sizeof(float));
+        memcpy(kv->v + o, v + h * hd, hd * sizeof(float));
+    }
+}
+
+void kv_read_cell(const kv_cache *kv, int seq, int layer, int cell, float *k, float *v) {
+    const size_t hd = (size_t)kv->head_dim;
+    for (int h = 0; h < kv->n_head_kv; h++) {
+        size_t o = kv_head(kv, seq, layer, h) + (size_t)cell * hd;
+        if (k) memcpy(k + h * hd, kv->k + o, hd * sizeof(float));
+        if (v) memcpy(v + h * hd, kv->v + o, hd * sizeof(float));
     }
 }

@@ -6,18 +6,23 @@
 
 #include "specdec.h"
 
+/* Each KV head's rows are contiguous (attention reads one head's keys in cell order as one stream). */
 typedef struct kv_cache {
-    int n_seq, n_layer, n_ctx, kv_dim;
-    float *k, *v; /* [n_seq][n_layer][n_ctx][kv_dim] */
+    int n_seq, n_layer, n_ctx, n_head_kv, head_dim, kv_dim; /* kv_dim = n_head_kv * head_dim */
+    float *k, *v; /* [n_seq][n_layer][n_head_kv][n_ctx][head_dim] */
     int *len;     /* [n_seq][n_layer] */
 } kv_cache;
 
-sd_status kv_init(kv_cache *kv, int n_seq, int n_layer, int n_ctx, int kv_dim, sd_error *err);
+sd_status kv_init(kv_cache *kv, int n_seq, int n_layer, int n_ctx, int n_head_kv, int head_dim, sd_error *err);
 void kv_free(kv_cache *kv);
 
-static inline size_t kv_offset(const kv_cache *kv, int seq, int layer, int cell) {
-    return (((size_t)seq * kv->n_layer + layer) * kv->n_ctx + cell) * kv->kv_dim;
+/* offset of (seq, layer, KV head h, cell 0) in k and v: that head's rows follow, head_dim floats each */
+static inline size_t kv_head(const kv_cache *kv, int seq, int layer, int h) {
+    return (((size_t)seq * kv->n_layer + layer) * kv->n_head_kv + h) * kv->n_ctx * kv->head_dim;
 }
+/* k[kv_dim], v[kv_dim] (all heads of one position) into / out of a cell */
+void kv_write_cell(kv_cache *kv, int seq, int layer, int cell, const float *k, const float *v);
+void kv_read_cell(const kv_cache *kv, int seq, int layer, int cell, float *k, float *v);
 static inline int *kv_len(const kv_cache *kv, int seq, int layer) { return &kv->len[seq * kv->n_layer + layer]; }
 
 void kv_truncate(kv_cache *kv, int seq, int n_pos);

@@ -212,6 +212,24 @@ static void check_softmax_silu(const kern_ops *ops) {
            worst_silu);
 }
 
+/* quantize_q8 of a table against the reference kern_quantize_q8, every byte: random blocks, exact halves (amax 127
+ * makes the scale 1, so x.5 values are ties), zeros, one large value. */
+static void check_quantize(const kern_ops *ops) {
+    enum { NB = 64 };
+    float x[32 * NB];
+    for (int i = 0; i < 32 * NB; i++) x[i] = 3.0f * frand();
+    for (int j = 0; j < 32; j++) x[32 + j] = (float)(j - 16) + 0.5f; /* block 1: ties, amax 127 below */
+    x[32] = 127.0f;
+    for (int j = 0; j < 32; j++) x[64 + j] = 0.0f;                 /* block 2: all zero */
+    x[96 + 5] = 1e30f;                                              /* block 3: one huge value */
+    act_q8 a[NB], b[NB];
+    memset(a, 0x55, sizeof a);
+    memset(b, 0x55, sizeof b);
+    kern_quantize_q8(x, 32 * NB, a);
+    ops->quantize_q8(x, 32 * NB, b);
+    CHECK(memcmp(a, b, sizeof a) == 0, "%s quantize_q8 differs from the reference", ops->name);
+}
+
 int main(void) {
     const kern_ops *a = kern_avx2();
     uint32_t types[] = {GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0};
@@ -220,6 +238,7 @@ int main(void) {
     check_attention(kern_scalar());
     if (a) check_attention(a);
     check_softmax_silu(a ? a : kern_scalar());
+    check_quantize(a ? a : kern_scalar());
     /* fp16 conversion round trips every half value */
     int bad = 0;
     for (uint32_t h = 0; h < 65536; h++) {

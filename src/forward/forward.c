@@ -73,7 +73,7 @@ static void matmul_multi(sd_ctx *c, const float *x, int ldx, int n, int count, c
     for (int i = 0; i < count; i++) quant |= kern_type_is_quant(w[i]->type);
     size_t qstride = (size_t)(cols / 32) * sizeof(act_q8);
     if (quant)
-        for (int p = 0; p < n; p++) kern_quantize_q8(x + (size_t)p * ldx, cols, (act_q8 *)((char *)c->xq + p * qstride));
+        for (int p = 0; p < n; p++) c->ops->quantize_q8(x + (size_t)p * ldx, cols, (act_q8 *)((char *)c->xq + p * qstride));
     double work = 0;
     for (int i = 0; i < count; i++) {
         bool q = kern_type_is_quant(w[i]->type);

@@ -119,6 +119,7 @@ static const kern_ops SCALAR = {
     .att_scores = att_scores_scalar,
     .att_mix = att_mix_scalar,
     .softmax = softmax_scalar,
+    .quantize_q8 = kern_quantize_q8,
     .silu_mul = silu_mul_scalar,
     .mm = {[GGML_F32] = mm_f32_scalar, [GGML_F16] = mm_f16_scalar, [GGML_BF16] = mm_bf16_scalar,
            [GGML_Q8_0] = mm_q8_0_scalar, [GGML_Q4_0] = mm_q4_0_scalar},

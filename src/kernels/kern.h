@@ -43,6 +43,8 @@ typedef struct kern_ops {
     /* s[i] = exp(s[i] - max(s)) in place for i < n (n >= 1); returns their sum. The same n values give the same
      * bits whatever the caller. */
     float (*softmax)(float *s, int n);
+    /* kern_quantize_q8, the same bits */
+    void (*quantize_q8)(const float *x, int n_cols, act_q8 *out);
     /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n. */
     void (*silu_mul)(float *g, const float *u, size_t n);
     /* Runs iters steps of a type's inner arithmetic with every operand in registers; returns the multiply-adds
@@ -62,6 +64,7 @@ double kern_peak(uint32_t type, int n_threads, double seconds);
 
 /* Whether a type takes quantized activations. */
 static inline bool kern_type_is_quant(uint32_t type) { return type == 2 || type == 8; }
-/* Quantizes x[n_cols] (n_cols % 32 == 0) to n_cols/32 blocks. */
+/* Quantizes x[n_cols] (n_cols % 32 == 0) to n_cols/32 blocks: d = max |x| / 127 (stored fp16-rounded),
+ * q = round(x / d) with halves away from zero (the reference; the tables' quantize_q8 gives the same bits). */
 void kern_quantize_q8(const float *x, int n_cols, act_q8 *out);
 #endif

@@ -492,6 +492,40 @@ static void silu_mul_avx2(float *g, const float *u, size_t n) {
     }
 }
 
+/* kern_quantize_q8 with vectors: the same max, the same scalar scale, roundf's halves-away-from-zero rounding
+ * (truncate, then step away from zero where the dropped part is >= 0.5; both exact), the same pair sums. */
+static void quantize_q8_avx2(const float *x, int n_cols, act_q8 *out) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    for (int b = 0; b < n_cols / 32; b++) {
+        const float *v = x + 32 * b;
+        __m256 xv[4], m = _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) xv[i] = _mm256_loadu_ps(v + 8 * i), m = _mm256_max_ps(m, _mm256_andnot_ps(sign, xv[i]));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        out[b].d = fp16_to_f32(f32_to_fp16(d));
+        const __m256 idv = _mm256_set1_ps(id);
+        __m256i qi[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            __m256 y = _mm256_mul_ps(xv[i], idv);
+            __m256 t = _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            __m256 away = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(y, t)), half, _CMP_GE_OQ);
+            t = _mm256_add_ps(t, _mm256_and_ps(away, _mm256_or_ps(one, _mm256_and_ps(sign, y))));
+            qi[i] = _mm256_cvtps_epi32(t);
+        }
+        /* int32 x 32 -> int8 x 32 in order (the packs work within 128-bit lanes: fix the order with a permute) */
+        __m256i w01 = _mm256_packs_epi32(qi[0], qi[1]), w23 = _mm256_packs_epi32(qi[2], qi[3]);
+        __m256i q8 = _mm256_packs_epi16(w01, w23);
+        q8 = _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(void *)out[b].qs, q8);
+        __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), q8); /* qs[2j] + qs[2j+1] */
+        _mm256_storeu_si256((__m256i *)(void *)out[b].s8, _mm256_slli_epi16(pairs, 3));
+    }
+}
+
 /* ------------------------------------------------------------------ in-register peak of each inner step */
 /* The arithmetic a block kernel must do per weight with no memory traffic beyond L1: the ceiling the real kernels
  * approach (bench peak). Float types: the kernels' own step (step_float) of their tile, 12 accumulators: 3 rows x 4
@@ -599,6 +633,7 @@ static const kern_ops AVX2 = {
     .att_scores = att_scores_avx2,
     .att_mix = att_mix_avx2,
     .softmax = softmax_avx2,
+    .quantize_q8 = quantize_q8_avx2,
     .silu_mul = silu_mul_avx2,
     .peak = peak_avx2,
     .mm = {[GGML_F32] = mm_f32_avx2, [GGML_F16] = mm_f16_avx2, [GGML_BF16] = mm_bf16_avx2,

@@ -25,9 +25,10 @@ typedef struct mm_item {
 
 /* Rows are handed out in chunks from a shared counter (over all items of the job), so a thread slowed by the host
  * or by a longer item takes fewer chunks instead of making the other wait at the end. A chunk is a multiple of
- * MM_CHUNK_ALIGN rows and about MM_CHUNK_BYTES of contiguous weights (long enough for the hardware prefetcher to ramp up), but
- * at most 1/n_threads of the matrix so that small matrices still split evenly. */
-enum { MM_CHUNK_BYTES = 256 << 10, MM_CHUNK_ALIGN = 12 }; /* 12: whole row groups of the kernels (2, 3 or 4 rows) */
+ * MM_CHUNK_ALIGN rows and about MM_CHUNK_BYTES of contiguous weights, but at most 1/n_threads of the matrix so that
+ * small matrices still split evenly. Each chunk starts a new stream that the prefetchers must pick up (its first row
+ * group is not prefetched by the kernel): 1 MiB chunks measured ~3% faster f16 blocks of 8 than 256 KiB. */
+enum { MM_CHUNK_BYTES = 1024 << 10, MM_CHUNK_ALIGN = 12 }; /* 12: whole row groups of the kernels (2, 3 or 4 rows) */
 static int mm_chunk_rows(const tensor *w, int nth) {
     const size_t a = MM_CHUNK_ALIGN;
     size_t r = (MM_CHUNK_BYTES / w->row_bytes + a - 1) / a * a;

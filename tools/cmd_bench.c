@@ -37,7 +37,8 @@ static void usage(FILE *f) {
             "  -n N               decode: tokens to time (default 64)\n"
             "  --ctx N            block: context length before the block (default 256)\n"
             "  --ks LIST          block, peak: block sizes (default 1,2,4,8,12,16)\n"
-            "  --reps N           repetitions; the median is reported (default 5)\n"
+            "  --reps N           repetitions; the median is reported (default 5); block runs every k once per\n"
+            "                     round and reports the median of the rounds' T(k)/T(1)\n"
             "  --bw-mib N         bandwidth buffer in MiB (default 4096; decode uses at least 4x the bytes per token)\n"
             "  --json FILE        also write the results as JSON\n");
 }
@@ -249,26 +250,31 @@ static int bench_block(const bench_opts *o) {
     double pre_tps = median(pre, npre);
     fprintf(stderr, "block: context %d, blocks %s, %d reps (%d threads) ...\n", o->ctx, o->ks, o->reps,
             sd_ctx_n_threads(c));
-    double T[32], *tt = malloc((size_t)o->reps * sizeof *tt);
-    for (int ki = 0; ki < nk; ki++) {
-        int k = ks[ki];
-        for (int r = 0; r < o->reps; r++) {
-            double t0 = cmd_now();
-            sd_forward(c, &(sd_block){.n = k, .token = toks}, &(sd_forward_args){.want_logits = want, .logits = logits}, &err);
-            tt[r] = cmd_now() - t0;
-            sd_kv_truncate(c, 0, o->ctx, NULL);
-        }
-        T[ki] = median(tt, o->reps);
-    }
+    /* rounds: each runs every k once, so the host's speed drifting between rounds (it does, by 10-20% here) moves
+     * all k alike; T(k) is the median over rounds and T(k)/T(1) the median of the rounds' own ratios */
     int one = -1;
     for (int i = 0; i < nk; i++)
         if (ks[i] == 1) one = i;
+    double T[32], R[32], *tt = malloc((size_t)nk * o->reps * sizeof *tt), *rr = malloc((size_t)o->reps * sizeof *rr);
+    for (int r = 0; r < o->reps; r++)
+        for (int ki = 0; ki < nk; ki++) {
+            double t0 = cmd_now();
+            sd_forward(c, &(sd_block){.n = ks[ki], .token = toks}, &(sd_forward_args){.want_logits = want, .logits = logits},
+                       &err);
+            tt[ki * o->reps + r] = cmd_now() - t0;
+            sd_kv_truncate(c, 0, o->ctx, NULL);
+        }
+    for (int ki = 0; ki < nk; ki++) {
+        for (int r = 0; r < o->reps && one >= 0; r++) rr[r] = tt[ki * o->reps + r] / tt[one * o->reps + r];
+        R[ki] = one >= 0 ? median(rr, o->reps) : 0.0;
+    }
+    for (int ki = 0; ki < nk; ki++) T[ki] = median(tt + ki * o->reps, o->reps); /* (sorts: after the ratios) */
     printf("| model | type | threads | context | k | T(k) ms | T(k)/T(1) | tokens/s in the block |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < nk; i++) {
         printf("| %s | %s | %d | %d | %d | %.1f | ", o->model, info.weight_type, sd_ctx_n_threads(c), o->ctx, ks[i],
                1000 * T[i]);
-        if (one >= 0) printf("%.2f", T[i] / T[one]);
+        if (one >= 0) printf("%.2f", R[i]);
         else printf("-");
         printf(" | %.1f |\n", ks[i] / T[i]);
     }
@@ -280,13 +286,13 @@ static int bench_block(const bench_opts *o) {
                        "\"prefill_tok_s\": %.3f, \"blocks\": [",
                     o->model, info.weight_type, sd_ctx_n_threads(c), o->ctx, pre_tps);
             for (int i = 0; i < nk; i++)
-                fprintf(f, "%s{\"k\": %d, \"ms\": %.4f, \"ratio\": %.4f}", i ? ", " : "", ks[i], 1000 * T[i],
-                        one >= 0 ? T[i] / T[one] : 0.0);
+                fprintf(f, "%s{\"k\": %d, \"ms\": %.4f, \"ratio\": %.4f}", i ? ", " : "", ks[i], 1000 * T[i], R[i]);
             fprintf(f, "]}\n");
             fclose(f);
         }
     }
     free(tt);
+    free(rr);
     free(toks);
     free(logits);
     free(want);

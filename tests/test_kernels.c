@@ -205,6 +205,20 @@ static void check_softmax_silu(const kern_ops *ops) {
             if (fabs((double)h[i]) > 1e-30 && e > worst_silu) worst_silu = e;
         }
     }
+    /* rmsnorm: against the scalar table, odd lengths, in place */
+    double worst_norm = 0;
+    for (int n = 1; n <= 300; n += 13) {
+        float x[300], g[300], o1[300], o2[300];
+        for (int i = 0; i < n; i++) x[i] = 4.0f * frand(), g[i] = frand();
+        ref->rmsnorm(x, g, n, 1e-5f, o1);
+        memcpy(o2, x, sizeof(float) * (size_t)n);
+        ops->rmsnorm(o2, g, n, 1e-5f, o2);
+        for (int i = 0; i < n; i++) {
+            double e = fabs((double)o1[i] - o2[i]) / (1e-6 + fabs((double)o1[i]));
+            if (e > worst_norm) worst_norm = e;
+        }
+    }
+    CHECK(worst_norm <= 2e-6, "%s rmsnorm: relative difference %.3g from the scalar table", ops->name, worst_norm);
     CHECK(worst_exp <= 2, "%s softmax: exp %.1f ulp from expf", ops->name, worst_exp);
     CHECK(worst_sum <= 1e-6, "%s softmax: relative difference %.3g from the scalar table", ops->name, worst_sum);
     CHECK(worst_silu <= 1e-6, "%s silu_mul: relative difference %.3g from the scalar table", ops->name, worst_silu);

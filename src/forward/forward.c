@@ -93,12 +93,6 @@ void fwd_matmul(sd_ctx *c, const tensor *w, const float *x, int ldx, int n, floa
     matmul_multi(c, x, ldx, n, 1, &w, &y, &ldy);
 }
 
-void fwd_rmsnorm(const float *x, const float *g, int n, float eps, float *out) {
-    float ss = 0.0f;
-    for (int i = 0; i < n; i++) ss += x[i] * x[i];
-    float s = 1.0f / sqrtf(ss / (float)n + eps);
-    for (int i = 0; i < n; i++) out[i] = x[i] * s * g[i];
-}
 
 /* cos/sin table for every position of the context (computed once; the same values every call) */
 static void rope_table(float *cs, int n_ctx, int hd, float base) {
@@ -323,7 +317,7 @@ static void layer_attention(sd_ctx *c, int l, int n) {
     const layer_w *w = &m->layers[l];
     const int E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
     for (int i = 0; i < n; i++)
-        fwd_rmsnorm(c->x + (size_t)i * E, w->attn_norm, E, hp->norm_eps, c->xn + (size_t)i * E);
+        c->ops->rmsnorm(c->x + (size_t)i * E, w->attn_norm, E, hp->norm_eps, c->xn + (size_t)i * E);
     const tensor *ws[3] = {&w->wq, &w->wk, &w->wv};
     float *ys[3] = {c->q, c->k, c->v};
     int lds[3] = {Q, KV, KV};
@@ -351,7 +345,7 @@ static void layer_mlp(sd_ctx *c, int l, int n) {
     const hparams *hp = &c->m->hp;
     const layer_w *w = &c->m->layers[l];
     const int E = hp->n_embd, F = hp->n_ff;
-    for (int i = 0; i < n; i++) fwd_rmsnorm(c->x + (size_t)i * E, w->ffn_norm, E, hp->norm_eps, c->xn + (size_t)i * E);
+    for (int i = 0; i < n; i++) c->ops->rmsnorm(c->x + (size_t)i * E, w->ffn_norm, E, hp->norm_eps, c->xn + (size_t)i * E);
     const tensor *ws[2] = {&w->w_gate, &w->w_up};
     float *ys[2] = {c->gate, c->up};
     int lds[2] = {F, F};
@@ -371,7 +365,7 @@ static void lm_head_rows(sd_ctx *c, float *rows, int n, int depth, const sd_exit
         for (int i = 0; i < n; i++)
             for (int e = 0; e < E; e++) rows[(size_t)i * E + e] = c->xn[(size_t)i * E + e] + heads->b[depth][e];
     }
-    for (int i = 0; i < n; i++) fwd_rmsnorm(rows + (size_t)i * E, m->out_norm, E, m->hp.norm_eps, rows + (size_t)i * E);
+    for (int i = 0; i < n; i++) c->ops->rmsnorm(rows + (size_t)i * E, m->out_norm, E, m->hp.norm_eps, rows + (size_t)i * E);
     fwd_matmul(c, &m->output, rows, E, n, logits, m->hp.n_vocab);
 }
 

@@ -37,6 +37,4 @@ struct sd_ctx {
 
 /* Runs one matmul Y[n][ldy] = X[n][ldx] W^T over the thread pool (quantizing X first for quantized W). */
 void fwd_matmul(sd_ctx *c, const tensor *w, const float *x, int ldx, int n, float *y, int ldy);
-/* RMSNorm of x[n] with weight g into out[n] (fixed summation order). */
-void fwd_rmsnorm(const float *x, const float *g, int n, float eps, float *out);
 #endif

@@ -108,6 +108,13 @@ static float softmax_scalar(float *s, int n) {
     return sum;
 }
 
+static void rmsnorm_scalar(const float *x, const float *g, int n, float eps, float *out) {
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = 0; i < n; i++) out[i] = x[i] * r * g[i];
+}
+
 static void silu_mul_scalar(float *g, const float *u, size_t n) {
     for (size_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
@@ -121,6 +128,7 @@ static const kern_ops SCALAR = {
     .softmax = softmax_scalar,
     .quantize_q8 = kern_quantize_q8,
     .silu_mul = silu_mul_scalar,
+    .rmsnorm = rmsnorm_scalar,
     .mm = {[GGML_F32] = mm_f32_scalar, [GGML_F16] = mm_f16_scalar, [GGML_BF16] = mm_bf16_scalar,
            [GGML_Q8_0] = mm_q8_0_scalar, [GGML_Q4_0] = mm_q4_0_scalar},
 };

@@ -45,6 +45,8 @@ typedef struct kern_ops {
     float (*softmax)(float *s, int n);
     /* kern_quantize_q8, the same bits */
     void (*quantize_q8)(const float *x, int n_cols, act_q8 *out);
+    /* out[i] = x[i] * r * g[i], r = 1 / sqrt(sum x^2 / n + eps) (the sum's order is the table's own) */
+    void (*rmsnorm)(const float *x, const float *g, int n, float eps, float *out);
     /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n. */
     void (*silu_mul)(float *g, const float *u, size_t n);
     /* Runs iters steps of a type's inner arithmetic with every operand in registers; returns the multiply-adds

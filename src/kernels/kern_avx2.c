@@ -478,6 +478,23 @@ static float softmax_avx2(float *s, int n) {
     return hsum8(sum);
 }
 
+/* the sum of squares in 8 lanes (then hsum8 and the tail in order), the scaling as the scalar table does it */
+static void rmsnorm_avx2(const float *x, const float *g, int n, float eps, float *out) {
+    const int n8 = n & ~7;
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < n8; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(v, v));
+    }
+    float ss = hsum8(acc);
+    for (int i = n8; i < n; i++) ss += x[i] * x[i];
+    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    const __m256 rv = _mm256_set1_ps(r);
+    for (int i = 0; i < n8; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), rv), _mm256_loadu_ps(g + i)));
+    for (int i = n8; i < n; i++) out[i] = x[i] * r * g[i];
+}
+
 INLINE __m256 silu_mul8(__m256 g, __m256 u) {
     const __m256 one = _mm256_set1_ps(1.0f);
     return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g)))), u);
@@ -635,6 +652,7 @@ static const kern_ops AVX2 = {
     .softmax = softmax_avx2,
     .quantize_q8 = quantize_q8_avx2,
     .silu_mul = silu_mul_avx2,
+    .rmsnorm = rmsnorm_avx2,
     .peak = peak_avx2,
     .mm = {[GGML_F32] = mm_f32_avx2, [GGML_F16] = mm_f16_avx2, [GGML_BF16] = mm_bf16_avx2,
            [GGML_Q8_0] = mm_q8_0_avx2, [GGML_Q4_0] = mm_q4_0_avx2},

@@ -262,9 +262,9 @@ static void att_worker(void *arg, int ith, int nth) {
     const size_t ss = (size_t)c->n_ctx + c->n_batch;                   /* stride of a head's scores */
     float *sc = c->scores + (size_t)ith * (size_t)grp * ss;            /* [hs][ss] */
     int *anc = c->anc + (size_t)ith * c->n_batch;
-    int t0, t1;
-    pool_split(j->n * per_entry, ith, nth, &t0, &t1);
-    for (int t = t0; t < t1; t++) {
+    /* tasks dealt round-robin: later entries of a causal block see more cells, so contiguous ranges would give the
+     * last thread most of a prefill's work */
+    for (int t = ith; t < j->n * per_entry; t += nth) {
         int i = t / per_entry, h0 = (t % per_entry) * hs, kvh = h0 / grp, s = c->seqs[i];
         /* visible cells: [0, prefix) then the listed extras (ascending) */
         int prefix, n_anc = 0;

@@ -190,9 +190,19 @@ INLINE void rows_float(int t, int R, int PT, const unsigned char *const *wr, con
 #pragma GCC diagnostic pop
 #endif
 
+/* Positions per pass over the rows in blocks: as many as keep their activations within ~256 KiB (L2), 4..32, a
+ * multiple of 4. A long block (a prefill) then reads each chunk of rows once per group from L3 instead of reading
+ * all its activations from L3 for every row group. */
+INLINE int pos_group(size_t xs) {
+    size_t g = ((size_t)256 << 10) / xs;
+    g = g > 32 ? 32 : g < 4 ? 4 : g;
+    return (int)(g & ~(size_t)3);
+}
+
 /* The row walk shared by every type. Decode (n = 1): the thread's rows are taken in pairs (r0 + i, r0 + h + i), one
  * from each half of its range: two monotonic streams (prefetcher-friendly) whose chains hide each other's FMA
- * latency; an odd last row goes alone. Blocks (n >= 2): groups of BR consecutive rows x tiles of up to PT positions,
+ * latency; an odd last row goes alone. Blocks (n >= 2): positions in groups of pos_group(), then for each group,
+ * groups of BR consecutive rows x tiles of up to PT positions,
  * the next group's rows prefetched into L2 while this group computes, so the weight stream from memory overlaps the
  * arithmetic instead of stalling it. Both give each (row, position) the same chain. ROWS is rows_float or
  * rows_quant; BR <= 4. */
@@ -200,13 +210,19 @@ INLINE void rows_float(int t, int R, int PT, const unsigned char *const *wr, con
     static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
                      int ldy, int r0, int r1) {                                                                   \
         if (n >= 2) {                                                                                             \
-            for (int r = r0; r < r1; r += BR) {                                                                   \
-                int R = r1 - r < BR ? r1 - r : BR;                                                                \
-                const unsigned char *wr[4];                                                                       \
-                int ri[4];                                                                                        \
-                for (int i = 0; i < R; i++) wr[i] = w + (size_t)(r + i) * rb, ri[i] = r + i;                      \
-                size_t pf = r + BR < r1 ? (size_t)(BR) * rb : 0;                                                  \
-                WITH_RP(ROWS, T, R, PT, wr, ri, cols, x, xs, n, y, ldy, pf);                                      \
+            const int pg = pos_group(xs);                                                                         \
+            for (int p0 = 0; p0 < n; p0 += pg) {                                                                  \
+                const int np = n - p0 < pg ? n - p0 : pg;                                                         \
+                const void *xg = (const char *)x + (size_t)p0 * xs;                                               \
+                float *yg = y + (size_t)p0 * ldy;                                                                 \
+                for (int r = r0; r < r1; r += BR) {                                                               \
+                    int R = r1 - r < BR ? r1 - r : BR;                                                            \
+                    const unsigned char *wr[4];                                                                   \
+                    int ri[4];                                                                                    \
+                    for (int i = 0; i < R; i++) wr[i] = w + (size_t)(r + i) * rb, ri[i] = r + i;                  \
+                    size_t pf = r + BR < r1 ? (size_t)(BR) * rb : 0;                                              \
+                    WITH_RP(ROWS, T, R, PT, wr, ri, cols, xg, xs, np, yg, ldy, pf);                               \
+                }                                                                                                 \
             }                                                                                                     \
             return;                                                                                               \
         }                                                                                                         \

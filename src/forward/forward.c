@@ -246,12 +246,12 @@ typedef struct att_job {
     int hs; /* query heads per task (a divisor of the heads per KV head) */
 } att_job;
 
-enum { ATT_KEY_BLOCK = 32 }; /* keys per pass over a task's heads: their K or V rows stay in L1 */
+enum { ATT_MAX_HEADS = 64 }; /* query heads per task at most */
 
 /* One task = one entry x hs query heads sharing a KV head: the keys and values are read from memory once per task
- * and reused from L1 by its heads (key blocks of ATT_KEY_BLOCK). Per head: scores over the visible cells in
- * ascending cell order, softmax, weighted sum of the values: the same kernel calls for a head whatever hs is or
- * which thread runs it (a head's weighted sum is one chain per value across the key blocks). */
+ * and reused from L1 by its heads (the attention kernels take several heads per call). Per head: scores over the
+ * visible cells in ascending cell order, softmax, weighted sum of the values; each head's results are the same
+ * whatever hs is or which thread runs it. */
 static void att_worker(void *arg, int ith, int nth) {
     const att_job *j = arg;
     sd_ctx *c = j->c;
@@ -282,18 +282,12 @@ static void att_worker(void *arg, int ith, int nth) {
         const float *q = c->q + (size_t)i * Q + (size_t)h0 * hd; /* [hs][hd] */
         float *o = c->xn + (size_t)i * Q + (size_t)h0 * hd;      /* [hs][hd] */
         /* sc[g][n_vis]: scores of the visible cells, [0, prefix) then the ancestors */
-        for (int b0 = 0; b0 < prefix; b0 += ATT_KEY_BLOCK) {
-            int nb = prefix - b0 < ATT_KEY_BLOCK ? prefix - b0 : ATT_KEY_BLOCK;
-            c->ops->att_scores(q, hs, kb + (size_t)b0 * hd, (size_t)hd, NULL, nb, hd, scale, sc + b0, ss);
-        }
+        c->ops->att_scores(q, hs, kb, (size_t)hd, NULL, prefix, hd, scale, sc, ss);
         c->ops->att_scores(q, hs, kb, (size_t)hd, anc, n_anc, hd, scale, sc + prefix, ss);
-        float inv[64];
+        float inv[ATT_MAX_HEADS];
         for (int g = 0; g < hs; g++) inv[g] = 1.0f / c->ops->softmax(sc + g * ss, n_vis);
         for (int e = 0; e < hs * hd; e++) o[e] = 0.0f;
-        for (int b0 = 0; b0 < prefix; b0 += ATT_KEY_BLOCK) {
-            int nb = prefix - b0 < ATT_KEY_BLOCK ? prefix - b0 : ATT_KEY_BLOCK;
-            c->ops->att_mix(o, hs, sc + b0, ss, vb + (size_t)b0 * hd, (size_t)hd, NULL, nb, hd);
-        }
+        c->ops->att_mix(o, hs, sc, ss, vb, (size_t)hd, NULL, prefix, hd);
         c->ops->att_mix(o, hs, sc + prefix, ss, vb, (size_t)hd, anc, n_anc, hd);
         for (int g = 0; g < hs; g++)
             for (int e = 0; e < hd; e++) o[(size_t)g * hd + e] *= inv[g];
@@ -301,13 +295,13 @@ static void att_worker(void *arg, int ith, int nth) {
 }
 
 /* Query heads per attention task: all the heads of a KV head, halved while that leaves fewer than 4 tasks per
- * thread (decode of a model with few KV heads), and at most 64. */
+ * thread (decode of a model with few KV heads); then the largest divisor of the group up to ATT_MAX_HEADS. */
 static int att_heads_per_task(const sd_ctx *c, int n) {
     const hparams *hp = &c->m->hp;
-    int hs = hp->n_head / hp->n_head_kv, nth = pool_size(c->pool);
-    while (hs > 1 && hs % 2 == 0 && (hs > 64 || n * (hp->n_head / hs) < 4 * nth)) hs /= 2;
-    while (hs > 64) hs--; /* (an odd group over 64: any divisor works) */
-    while (hp->n_head / hp->n_head_kv % hs) hs--;
+    const int grp = hp->n_head / hp->n_head_kv, nth = pool_size(c->pool);
+    int hs = grp;
+    while (hs % 2 == 0 && n * (hp->n_head / hs) < 4 * nth) hs /= 2;
+    while (hs > ATT_MAX_HEADS || grp % hs) hs--;
     return hs;
 }
 

@@ -31,6 +31,12 @@ INLINE float hsum8(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
+INLINE float hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
+}
+
 /* hsum8 of 4 vectors at once, the same additions in the same pairs (lane i + lane i+4, then (0)+(2) and (1)+(3),
  * then those two), so each result has hsum8's bits. */
 INLINE __m128 hsum8x4(const __m256 v[4]) {
@@ -347,12 +353,23 @@ static void axpy_avx2(float *y, float s, const float *x, int n) {
 }
 
 /* Attention: the same chains as dot_avx2 / axpy_avx2 per (head, key), with independent work side by side so the
- * FMA latency is hidden and each key or value row loaded once serves up to three heads: the dots of 3 heads x 4 keys at once
- * (12 accumulators); the weighted sums of 3 heads kept in registers across the keys, 32 values of each at a time.
- * Heads go in threes, then twos (8 = 3 + 3 + 2, 4 = 2 + 2). */
+ * FMA latency is hidden and each key or value row loaded once serves up to three heads: the dots of 3 heads x 4 keys
+ * at once (12 accumulators; every head group reads the 4 keys from L1); the weighted sums of 3 heads kept in
+ * registers across a block of keys, 32 values of each at a time. */
 INLINE const float *att_row(const float *base, size_t stride, const int *cells, int j) {
     return base + (size_t)(cells ? cells[j] : j) * stride;
 }
+
+/* heads taken together next, of `left` still to do: threes, then twos (8 = 3 + 3 + 2, 4 = 2 + 2) */
+INLINE int head_group(int left) { return left >= 3 && left != 4 ? 3 : left >= 2 ? 2 : 1; }
+/* fn(NH, ...) with NH (1..3) a compile-time constant */
+#define WITH_HEADS(fn, NH, ...)                                                                                    \
+    do {                                                                                                          \
+        if ((NH) == 3) fn(3, __VA_ARGS__);                                                                        \
+        else if ((NH) == 2) fn(2, __VA_ARGS__);                                                                   \
+        else fn(1, __VA_ARGS__);                                                                                  \
+    } while (0)
+enum { ATT_KEY_BLOCK = 32 }; /* keys per pass of att_mix over its head groups: their value rows stay in L1 */
 
 /* NH (1..3) heads' scores for keys kr[0..4), hd a multiple of 8: 4 NH accumulators, the heads' query vectors held,
  * one key vector at a time */
@@ -385,10 +402,10 @@ static void att_scores_avx2(const float *q, int nh, const float *k, size_t strid
             const float *kr[4];
 #pragma GCC unroll 4
             for (int u = 0; u < 4; u++) kr[u] = att_row(k, stride, cells, j + u);
-            int g = 0;
-            for (; nh - g >= 3 && nh - g != 4; g += 3) att_scores4(3, q + (size_t)g * hd, hd, kr, scale, out + g * ldo + j, ldo);
-            for (; g + 2 <= nh; g += 2) att_scores4(2, q + (size_t)g * hd, hd, kr, scale, out + g * ldo + j, ldo);
-            if (g < nh) att_scores4(1, q + (size_t)g * hd, hd, kr, scale, out + g * ldo + j, ldo);
+            for (int g = 0, gs; g < nh; g += gs) {
+                gs = head_group(nh - g);
+                WITH_HEADS(att_scores4, gs, q + (size_t)g * hd, hd, kr, scale, out + g * ldo + j, ldo);
+            }
         }
     for (; j < n; j++)
         for (int g = 0; g < nh; g++)
@@ -432,12 +449,19 @@ INLINE void att_mix_heads(int NH, float *o, int hd, const float *p, size_t ldp, 
             for (int j = 0; j < n; j++) o[(size_t)g * hd + f] += p[g * ldp + j] * att_row(v, stride, cells, j)[f];
 }
 
+/* keys in blocks of ATT_KEY_BLOCK, each block's value rows reused from L1 by every head group (a head's sums carry
+ * from block to block in o: the same chain) */
 static void att_mix_avx2(float *o, int nh, const float *p, size_t ldp, const float *v, size_t stride, const int *cells,
                          int n, int hd) {
-    int g = 0;
-    for (; nh - g >= 3 && nh - g != 4; g += 3) att_mix_heads(3, o + (size_t)g * hd, hd, p + g * ldp, ldp, v, stride, cells, n);
-    for (; g + 2 <= nh; g += 2) att_mix_heads(2, o + (size_t)g * hd, hd, p + g * ldp, ldp, v, stride, cells, n);
-    if (g < nh) att_mix_heads(1, o + (size_t)g * hd, hd, p + g * ldp, ldp, v, stride, cells, n);
+    for (int b0 = 0; b0 < n; b0 += ATT_KEY_BLOCK) {
+        const int nb = n - b0 < ATT_KEY_BLOCK ? n - b0 : ATT_KEY_BLOCK;
+        const float *vb = cells ? v : v + (size_t)b0 * stride;
+        const int *cb = cells ? cells + b0 : NULL;
+        for (int g = 0, gs; g < nh; g += gs) {
+            gs = head_group(nh - g);
+            WITH_HEADS(att_mix_heads, gs, o + (size_t)g * hd, hd, p + g * ldp + b0, ldp, vb, stride, cb, nb);
+        }
+    }
 }
 
 /* exp(x) for 8 lanes: x = n ln2 + r (n = round(x / ln2), r in [-ln2/2, ln2/2] by a two-part ln2), exp(r) by its
@@ -473,9 +497,7 @@ static float softmax_avx2(float *s, int n) {
     const int n8 = n & ~7;
     __m256 mv = _mm256_set1_ps(-INFINITY);
     for (int i = 0; i < n8; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(s + i));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    float mx = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+    float mx = hmax8(mv);
     for (int i = n8; i < n; i++)
         if (s[i] > mx) mx = s[i];
     const __m256 m = _mm256_set1_ps(mx);
@@ -534,9 +556,7 @@ static void quantize_q8_avx2(const float *x, int n_cols, act_q8 *out) {
         __m256 xv[4], m = _mm256_setzero_ps();
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) xv[i] = _mm256_loadu_ps(v + 8 * i), m = _mm256_max_ps(m, _mm256_andnot_ps(sign, xv[i]));
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+        float amax = hmax8(m);
         float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         out[b].d = fp16_to_f32(f32_to_fp16(d));
         const __m256 idv = _mm256_set1_ps(id);

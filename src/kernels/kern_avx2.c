@@ -68,7 +68,7 @@ INLINE float ld1(int t, const unsigned char *w, int c) {
     return t == T_F16 ? fp16_to_f32(h) : bf16_to_f32(h);
 }
 
-enum { COL_CHUNK = 2048, POS_GROUP = 32 }; /* columns per pass (multiple of 32); positions whose accumulators wait */
+enum { COL_CHUNK = 2048, POS_GROUP = 32 }; /* columns per pass (multiple of 32); most positions per pass over rows */
 
 /* Prefetch for R rows at byte offset off: pf bytes further into L2 (the next row group), or, when pf is 0, a short
  * distance into L1. */
@@ -159,49 +159,46 @@ INLINE void tile_float(int t, int R, int P, const unsigned char *const *wr, int 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-/* Rows wr[0..R) (output rows ri[0..R)) against all n positions: positions in groups of POS_GROUP, columns in chunks
- * of COL_CHUNK (the group's activations come from L2; the rows' chunk stays in L1 for the tiles after the first),
- * accumulators carried from chunk to chunk; tiles of up to PT positions. COL_CHUNK 2048 measured 2-8% faster than
- * 512 for blocks of 16-64 positions (fewer tile switches) and the same for 8.
+/* Rows wr[0..R) (output rows ri[0..R)) against n <= POS_GROUP positions (the row walk groups longer blocks),
+ * columns in chunks of COL_CHUNK (the activations come from L2; the rows' chunk stays in L1 for the tiles after the
+ * first), accumulators carried from chunk to chunk; tiles of up to PT positions. COL_CHUNK 2048 measured 2-8% faster
+ * than 512 for blocks of 16-64 positions (fewer tile switches) and the same for 8.
  * pf: as in tile_float, in every tile (repeats for lines already requested cost little). */
 INLINE void rows_float(int t, int R, int PT, const unsigned char *const *wr, const int *ri, int cols, const void *x,
                        size_t xs, int n, float *y, int ldy, size_t pf) {
     const int c8 = cols & ~7;
     __m256 acc[4 * POS_GROUP];
-    for (int g = 0; g < n; g += POS_GROUP) {
-        int gn = n - g < POS_GROUP ? n - g : POS_GROUP;
-        const float *xp[POS_GROUP];
-        for (int j = 0; j < gn; j++) xp[j] = (const float *)(const void *)((const char *)x + (size_t)(g + j) * xs);
-        int chunk = gn <= 1 ? c8 + 8 : COL_CHUNK;
-        for (int cb = 0; cb < c8; cb += chunk) {
-            int ce = cb + chunk < c8 ? cb + chunk : c8;
-            /* ceil(gn / PT) tiles of sizes as even as possible (with 3: 16 = 3+3+3+3+2+2, not 3*5+1) */
-            int nt = (gn + PT - 1) / PT;
-            for (int ti = 0, p = 0; ti < nt; ti++) {
-                int P = (gn - p) / (nt - ti);
-                WITH_RP(tile_float, t, R, P, wr, cb, ce, xp + p, acc + p, pf);
-                p += P;
-            }
+    const float *xp[POS_GROUP];
+    for (int j = 0; j < n; j++) xp[j] = (const float *)(const void *)((const char *)x + (size_t)j * xs);
+    int chunk = n <= 1 ? c8 + 8 : COL_CHUNK;
+    for (int cb = 0; cb < c8; cb += chunk) {
+        int ce = cb + chunk < c8 ? cb + chunk : c8;
+        /* ceil(n / PT) tiles of sizes as even as possible (with 3: 16 = 3+3+3+3+2+2, not 3*5+1) */
+        int nt = (n + PT - 1) / PT;
+        for (int ti = 0, p = 0; ti < nt; ti++) {
+            int P = (n - p) / (nt - ti);
+            WITH_RP(tile_float, t, R, P, wr, cb, ce, xp + p, acc + p, pf);
+            p += P;
         }
-        for (int i = 0; i < R; i++)
-            for (int j = 0; j < gn; j++) {
-                float s = c8 ? hsum8(acc[i * POS_GROUP + j]) : 0.0f; /* no full 8-column step: tail only */
-                for (int cc = c8; cc < cols; cc++) s += ld1(t, wr[i], cc) * xp[j][cc];
-                y[(size_t)(g + j) * ldy + ri[i]] = s;
-            }
     }
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < n; j++) {
+            float s = c8 ? hsum8(acc[i * POS_GROUP + j]) : 0.0f; /* no full 8-column step: tail only */
+            for (int cc = c8; cc < cols; cc++) s += ld1(t, wr[i], cc) * xp[j][cc];
+            y[(size_t)j * ldy + ri[i]] = s;
+        }
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 
-/* Positions per pass over the rows in blocks: as many as keep their activations within ~256 KiB (L2), 4..32, a
- * multiple of 4. A long block (a prefill) then reads each chunk of rows once per group from L3 instead of reading
+/* Positions per pass over the rows in blocks: as many as keep their activations within ~256 KiB (L2), 4..POS_GROUP,
+ * a multiple of 4. A long block (a prefill) then reads each chunk of rows once per group from L3 instead of reading
  * all its activations from L3 for every row group. */
 INLINE int pos_group(size_t xs) {
     size_t g = ((size_t)256 << 10) / xs;
-    g = g > 32 ? 32 : g < 4 ? 4 : g;
+    g = g > POS_GROUP ? POS_GROUP : g < 4 ? 4 : g;
     return (int)(g & ~(size_t)3);
 }
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spec/accept.h"
+#include "speculative/accept.h"
 #include "specdec.h"
 #include "testlib.h"
 

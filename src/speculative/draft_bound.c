@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "model/exit_heads.h"
-#include "spec/accept.h"
-#include "spec/spec.h"
+#include "speculative/accept.h"
+#include "speculative/spec.h"
 #include "util/err.h"
 
 typedef struct bound_drafter {

@@ -1,4 +1,4 @@
-#include "spec/accept.h"
+#include "speculative/accept.h"
 
 #include <math.h>
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spec/spec.h"
+#include "speculative/spec.h"
 
 typedef struct ngram_drafter {
     drafter base;

@@ -4,7 +4,7 @@
 #ifndef SD_SPEC_METHOD_H
 #define SD_SPEC_METHOD_H
 #include "ctrl/ctrl.h"
-#include "spec/spec.h"
+#include "speculative/spec.h"
 #include "specdec.h"
 
 struct del_state;

@@ -6,9 +6,9 @@
 #include <time.h>
 
 #include "model/model.h"
-#include "spec/accept.h"
-#include "spec/method.h"
-#include "spec/spec.h"
+#include "speculative/accept.h"
+#include "speculative/method.h"
+#include "speculative/spec.h"
 #include "util/err.h"
 
 static double now_s(void) {

@@ -1,4 +1,4 @@
-#include "spec/method.h"
+#include "speculative/method.h"
 
 #include <math.h>
 #include <stdlib.h>

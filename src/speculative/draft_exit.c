@@ -12,8 +12,8 @@
 
 #include "ctrl/del.h"
 #include "model/exit_heads.h"
-#include "spec/accept.h"
-#include "spec/spec.h"
+#include "speculative/accept.h"
+#include "speculative/spec.h"
 #include "util/err.h"
 
 typedef struct exit_drafter {

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spec/accept.h"
-#include "spec/spec.h"
+#include "speculative/accept.h"
+#include "speculative/spec.h"
 #include "util/err.h"
 
 typedef struct model_drafter {

@@ -155,6 +155,10 @@ int sd_kv_len(const sd_ctx *ctx, int seq, int layer); /* layer -1: the minimum o
 sd_status sd_kv_truncate(sd_ctx *ctx, int seq, int n_pos, sd_error *err);
 /* Makes dst's cache a copy of src's (all layers). */
 sd_status sd_kv_copy_seq(sd_ctx *ctx, int src, int dst, sd_error *err);
+/* Keeps, in every layer of seq, the cells start + cells[i] (i = 0..n-1, ascending, each >= 0) as the cells
+ * start + i and drops every cell >= start + n: after verifying a token tree, the accepted path's K/V rows move into
+ * place and the rejected nodes leave no trace. Layers shorter than a listed cell keep what they have up to it. */
+sd_status sd_kv_keep(sd_ctx *ctx, int seq, int start, const int32_t *cells, int n, sd_error *err);
 /* Copies the K and V rows of one layer at one position into k_out / v_out ([n_head_kv * head_dim] floats
  * each; either may be NULL). For tests and tools that compare caches. */
 sd_status sd_kv_read(const sd_ctx *ctx, int seq, int layer, int pos, float *k_out, float *v_out, sd_error *err);
@@ -164,7 +168,7 @@ typedef struct sd_block {
     int n;                /* number of positions, 1..n_batch */
     const int32_t *token; /* [n] token ids; used when layer_begin == 0 */
     const float *embd;    /* [n][n_embd] input hidden states; used when layer_begin > 0 */
-    const int32_t *seq;   /* [n] sequence id of each position; NULL: all in sequence 0 */
+    const int32_t *seq;   /* [n] sequence id of each position; NULL: all in sequence seq_all */
     const int32_t *pos;   /* [n] position of each entry; NULL: consecutive after each sequence's current length */
     /* [n] tree parent: index of the parent entry within the block, or -1 for a root (attached to the cached
      * prefix of its sequence). NULL: each entry's parent is the previous entry of the same sequence (a chain).
@@ -172,6 +176,7 @@ typedef struct sd_block {
      * in the block (and itself). A tree's K/V are written in block order after the prefix; rollback after
      * verification is sd_kv_truncate. */
     const int32_t *parent;
+    int32_t seq_all;      /* the sequence of every entry when seq is NULL (default 0) */
 } sd_block;
 
 /* Trained exit heads (one affine "translator" per exit depth, applied to the hidden state before the shared final
@@ -340,6 +345,14 @@ typedef struct sd_spec_params {
     float sb_alpha;                     /* SpecBound: T_l = 1 + alpha (1 - l/L) (default 1) */
     int sb_depth;                       /* SpecBound: depth bound D, 1..L-1 (0: 3L/4) */
     int sb_width;                       /* SpecBound: width bound W (default 8) */
+    /* Token trees (drafters that can branch: the draft model). tree_nodes 0 = a chain (the default); otherwise the
+     * most draft nodes per round. Children per node by the parent's top-1 draft probability c: tree_topk[i]
+     * children while c < tree_conf[i] (i < n_tree_conf), tree_topk[n_tree_conf] children above the last bound.
+     * Depth bound: the controller's draft length. */
+    int tree_nodes;
+    int tree_topk[8];
+    float tree_conf[7];
+    int n_tree_conf;
     /* optional: called after every round (tests check the caches there); return false to stop */
     bool (*round_cb)(const sd_spec_round *r, void *user);
     void *round_user;
@@ -366,6 +379,70 @@ typedef struct sd_spec_stats {
 sd_status sd_spec_generate(sd_ctx *target, sd_sampler *smp, const sd_spec_params *sp, const int32_t *prompt,
                            int n_prompt, int n_predict, bool ignore_eos, int32_t *out, int *n_out, sd_token_cb cb,
                            void *user, sd_spec_stats *stats, sd_error *err);
+
+/* ---------------------------------------------------------------- sessions: one sequence, advanced in steps */
+/* A session is one sequence's generation: its history, sampler, speculative method state and statistics. It owns
+ * sequence `seq` of the target context (and of the draft model's context for SD_SPEC_DRAFT) while it lives; each
+ * step is one prefill chunk or one round (propose -> verify -> accept -> commit). Run a session alone with
+ * sd_session_step, or many at once through a scheduler (sd_sched below), which merges their verification passes
+ * into shared forward calls; the tokens are the same either way (greedy: plain greedy decoding; sampling: the same
+ * draws for the same seed). */
+typedef struct sd_session sd_session;
+
+typedef struct sd_session_params {
+    int seq;                      /* sequence id in the target (and draft) context; default 0 */
+    sd_sampler_params sampling;   /* default: sd_sampler_default_params() */
+    sd_spec_params spec;          /* default: sd_spec_default_params() (plain decoding) */
+    int n_predict;                /* tokens to generate at most; -1 = until the context is full (default 128) */
+    bool ignore_eos;              /* keep going after an end-of-generation token */
+} sd_session_params;
+
+sd_session_params sd_session_default_params(void);
+/* Validates the parameters (sampling and speculative, against the target) before anything runs. */
+sd_status sd_session_new(sd_ctx *target, const sd_session_params *params, sd_session **out, sd_error *err);
+/* Sets the prompt (copied; at least one token) and clears the session's sequence. Errors: empty prompt, prompt +
+ * n_predict beyond the context. */
+sd_status sd_session_set_prompt(sd_session *s, const int32_t *prompt, int n_prompt, sd_error *err);
+/* One step alone: the next prefill chunk, or one speculative round. A failed step leaves the session failed
+ * (sd_session_status says why). Calling it on a finished session is a no-op. */
+sd_status sd_session_step(sd_session *s, sd_error *err);
+/* Copies up to cap tokens generated since the last read into out; returns how many. */
+int sd_session_read(sd_session *s, int32_t *out, int cap);
+/* All generated tokens so far (borrowed; valid until the next step or free); *n gets their count. */
+const int32_t *sd_session_tokens(const sd_session *s, int *n);
+/* Done: n_predict reached, end of generation, cancelled, or failed. */
+bool sd_session_done(const sd_session *s);
+/* Stops the session between rounds: it generates nothing more and its sequence's cache is cleared. */
+void sd_session_cancel(sd_session *s);
+/* SD_OK, or the error that ended the session (message copied into err when not NULL). */
+sd_status sd_session_status(const sd_session *s, sd_error *err);
+void sd_session_stats(const sd_session *s, sd_spec_stats *stats);
+/* Clears the session's sequence (cache memory returns to the context) and frees the session. */
+void sd_session_free(sd_session *s);
+
+/* ---------------------------------------------------------------- scheduler: continuous batching */
+/* Owns no sessions: they are added and removed between steps. Each step advances every live session by one prefill
+ * chunk or one round; the verification blocks of all sessions (and the prefill chunks) are merged into as few
+ * sd_forward calls as the token budget allows (one per distinct layer range; sequence ids keep them apart). A
+ * session that fails (e.g. its cache cannot grow) fails alone: the step goes on for the others. */
+typedef struct sd_sched sd_sched;
+typedef struct sd_sched_params {
+    int token_budget; /* positions per step over all sessions (prefill chunks fill what rounds leave); 0 = n_batch */
+    int max_sessions; /* 0 = the target context's n_seq */
+} sd_sched_params;
+
+sd_sched_params sd_sched_default_params(void);
+sd_status sd_sched_new(sd_ctx *target, const sd_sched_params *params, sd_sched **out, sd_error *err);
+/* Adds a session (with its prompt set) to the next step. Errors: another live session uses the same sequence, the
+ * session belongs to another context, the scheduler is full. */
+sd_status sd_sched_add(sd_sched *sc, sd_session *s, sd_error *err);
+/* Removes a session (it keeps its state; removing one that is not there is a no-op). */
+void sd_sched_remove(sd_sched *sc, sd_session *s);
+/* One step of every live session; finished sessions leave the scheduler. Returns an error only for a failure that
+ * is nobody's alone (then every live session is failed with it). */
+sd_status sd_sched_step(sd_sched *sc, sd_error *err);
+int sd_sched_n_live(const sd_sched *sc);
+void sd_sched_free(sd_sched *sc);
 
 /* Whether a draft model can serve a target (llama.cpp's rule): same tokenizer type, same BOS/EOS ids and add_bos,
  * vocabulary sizes within 128, and identical token texts for the ids both have (ids >= 5). */

@@ -218,6 +218,16 @@ sd_status sd_kv_copy_seq(sd_ctx *c, int src, int dst, sd_error *err) {
     return SD_OK;
 }
 
+sd_status sd_kv_keep(sd_ctx *c, int seq, int start, const int32_t *cells, int n, sd_error *err) {
+    if (!c || seq < 0 || seq >= c->kv.n_seq || start < 0 || n < 0 || (n > 0 && !cells))
+        return err_set(err, SD_ERR_ARG, "sd_kv_keep: invalid sequence %d, start %d or count %d", seq, start, n);
+    for (int i = 0; i < n; i++)
+        if (cells[i] < i || (i > 0 && cells[i] <= cells[i - 1]) || start + cells[i] >= c->n_ctx)
+            return err_set(err, SD_ERR_ARG, "sd_kv_keep: cell list must ascend from >= its index (entry %d: %d)", i, cells[i]);
+    kv_keep(&c->kv, seq, start, cells, n);
+    return SD_OK;
+}
+
 sd_status sd_kv_read(const sd_ctx *c, int seq, int layer, int pos, float *k_out, float *v_out, sd_error *err) {
     if (!c || seq < 0 || seq >= c->kv.n_seq || layer < 0 || layer >= c->kv.n_layer || pos < 0 ||
         pos >= *kv_len(&c->kv, seq, layer))
@@ -382,7 +392,7 @@ sd_status sd_forward(sd_ctx *c, const sd_block *b, const sd_forward_args *a, sd_
         if (!a->skip || !a->skip[2 * l]) ref_layer = l;
     for (int s = 0; s < c->kv.n_seq; s++) c->seen[s] = 0;
     for (int i = 0; i < n; i++) {
-        int s = b->seq ? b->seq[i] : 0;
+        int s = b->seq ? b->seq[i] : b->seq_all;
         if (s < 0 || s >= c->kv.n_seq)
             return err_set(err, SD_ERR_ARG, "entry %d: sequence id %d (context has %d)", i, s, c->kv.n_seq);
         if (lb == 0 && (b->token[i] < 0 || b->token[i] >= hp->n_vocab))

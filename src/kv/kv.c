@@ -70,3 +70,19 @@ void kv_read_cell(const kv_cache *kv, int seq, int layer, int cell, float *k, fl
         if (v) memcpy(v + h * hd, kv->v + o, hd * sizeof(float));
     }
 }
+
+void kv_keep(kv_cache *kv, int seq, int start, const int32_t *cells, int n) {
+    const size_t hd = (size_t)kv->head_dim;
+    for (int l = 0; l < kv->n_layer; l++) {
+        int *len = kv_len(kv, seq, l), kept = 0;
+        for (int i = 0; i < n && start + cells[i] < *len; i++, kept++) {
+            if (cells[i] == i) continue;
+            for (int h = 0; h < kv->n_head_kv; h++) {
+                size_t o = kv_head(kv, seq, l, h);
+                memmove(kv->k + o + (size_t)(start + i) * hd, kv->k + o + (size_t)(start + cells[i]) * hd, hd * sizeof(float));
+                memmove(kv->v + o + (size_t)(start + i) * hd, kv->v + o + (size_t)(start + cells[i]) * hd, hd * sizeof(float));
+            }
+        }
+        if (*len > start + kept) *len = start + kept;
+    }
+}

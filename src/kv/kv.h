@@ -3,6 +3,7 @@
 #ifndef SD_KV_KV_H
 #define SD_KV_KV_H
 #include <stddef.h>
+#include <stdint.h>
 
 #include "specdec.h"
 
@@ -27,4 +28,7 @@ static inline int *kv_len(const kv_cache *kv, int seq, int layer) { return &kv->
 
 void kv_truncate(kv_cache *kv, int seq, int n_pos);
 void kv_copy_seq(kv_cache *kv, int src, int dst);
+/* In every layer: cell start + cells[i] moves to start + i (cells ascending, cells[i] >= i), then the layer is cut
+ * to start + n (a layer that holds fewer cells keeps the moved ones it has). */
+void kv_keep(kv_cache *kv, int seq, int start, const int32_t *cells, int n);
 #endif

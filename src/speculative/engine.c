@@ -37,6 +37,12 @@ sd_spec_params sd_spec_default_params(void) {
     p.sb_alpha = 1.0f;
     p.sb_depth = 0;
     p.sb_width = 8;
+    /* SWIFT's buckets (methods.md 4): 10 / 5 / 3 / 1 children below 0.5 / 0.8 / 0.95 / above */
+    const int topk[4] = {10, 5, 3, 1};
+    const float conf[3] = {0.5f, 0.8f, 0.95f};
+    memcpy(p.tree_topk, topk, sizeof topk);
+    memcpy(p.tree_conf, conf, sizeof conf);
+    p.n_tree_conf = 3;
     return p;
 }
 

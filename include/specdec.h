@@ -143,6 +143,7 @@ sd_status sd_ctx_new(const sd_model *model, const sd_ctx_params *params, sd_ctx 
 void sd_ctx_free(sd_ctx *ctx);
 int sd_ctx_n_ctx(const sd_ctx *ctx);
 int sd_ctx_n_batch(const sd_ctx *ctx);
+int sd_ctx_n_seq(const sd_ctx *ctx);
 int sd_ctx_n_threads(const sd_ctx *ctx);
 /* Transformer layers run so far by this context, a layer counted once per forward call whatever the number of
  * positions in the block (DEL's "layers loaded"; eTPL = generated tokens / layers loaded). */

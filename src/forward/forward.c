@@ -188,6 +188,7 @@ sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **ou
 }
 
 int sd_ctx_n_ctx(const sd_ctx *c) { return c->n_ctx; }
+int sd_ctx_n_seq(const sd_ctx *c) { return c->kv.n_seq; }
 int sd_ctx_n_batch(const sd_ctx *c) { return c->n_batch; }
 int sd_ctx_n_threads(const sd_ctx *c) { return c->n_threads; }
 uint64_t sd_ctx_layer_passes(const sd_ctx *c) { return c->layer_passes; }

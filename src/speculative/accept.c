@@ -23,6 +23,56 @@ bool accept_sample(const float *p, const float *q, int32_t x, int V, double u, s
     return false;
 }
 
+/* Tries the children of node `cur` (-1 = root) whose distribution at the parent is p (sampling); returns the accepted
+ * child, or -1 with *next drawn from what is left. p is overwritten (the running residual). */
+static int try_children(const draft_tree *t, int k, int cur, int V, sd_sampler *smp, float *p, float *scratch,
+                        int32_t *next, accept_residual_fn residual_fn) {
+    int last = -1; /* the last child, so that the final rejection draws exactly as accept_sample does */
+    for (int j = cur + 1; j < k; j++)
+        if (t->parent[j] == cur) last = j;
+    for (int j = cur + 1; j <= last; j++) {
+        if (t->parent[j] != cur) continue;
+        const float *q = t->onehot ? NULL : t->q + (size_t)j * V;
+        int32_t x = t->token[j];
+        double u = sd_sampler_uniform(smp);
+        double px = p[x], qx = q ? q[x] : 1.0;
+        if (qx > 0.0 && u < px / qx) return j;
+        double sum = (residual_fn ? residual_fn : accept_residual)(p, q, x, V, scratch);
+        if (j == last) {
+            /* p == q (up to rounding) leaves nothing: then rejection had probability 0, fall back to p itself */
+            *next = sd_sampler_draw(smp, sum > 0.0 ? scratch : p);
+            return -1;
+        }
+        if (sum > 0.0)
+            for (int i = 0; i < V; i++) p[i] = (float)(scratch[i] / sum);
+    }
+    *next = sd_sampler_draw(smp, p);
+    return -1;
+}
+
+int accept_tree(const draft_tree *t, int k, const float *logits, int V, sd_sampler *smp, int32_t *hist, int n_hist,
+                float *p, float *scratch, int32_t *path, int32_t *next, accept_residual_fn residual_fn) {
+    const bool greedy = sd_sampler_is_greedy(smp);
+    int acc = 0, cur = -1;
+    for (;;) {
+        const float *row = logits + (size_t)(cur + 1) * V;
+        int child = -1;
+        if (greedy) {
+            int32_t best = accept_argmax(row, V);
+            for (int j = cur + 1; j < k && child < 0; j++)
+                if (t->parent[j] == cur && t->token[j] == best) child = j;
+            if (child < 0) *next = best;
+        } else {
+            sd_sampler_probs(smp, row, hist, n_hist + acc, p); /* history: hist + the accepted path */
+            child = try_children(t, k, cur, V, smp, p, scratch, next, residual_fn);
+        }
+        if (child < 0) return acc;
+        hist[n_hist + acc] = t->token[child];
+        path[acc++] = child;
+        cur = child;
+    }
+}
+
 int32_t accept_argmax(const float *l, int V) {
     int32_t b = 0;
     for (int i = 1; i < V; i++)

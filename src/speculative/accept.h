@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "specdec.h"
+#include "speculative/spec.h"
 
 /* residual[V] = max(0, p - q) (unnormalised); q NULL = one-hot on x. Returns its sum. */
 typedef double (*accept_residual_fn)(const float *p, const float *q, int32_t x, int V, float *residual);
@@ -18,6 +19,19 @@ double accept_residual(const float *p, const float *q, int32_t x, int V, float *
  * test substitute a wrong rule (NULL = accept_residual). */
 bool accept_sample(const float *p, const float *q, int32_t x, int V, double u, sd_sampler *smp, float *scratch,
                    int32_t *repl, accept_residual_fn residual_fn);
+
+/* Acceptance over a round's draft tree (a chain is a tree of width 1). logits: [k + 1][V], row 0 the root (the
+ * pending token), row j + 1 node j.
+ *  - greedy sampler: follow, from the root, the child whose token is the target's argmax at its parent;
+ *  - sampling (multi-candidate rejection sampling, lossless): at each node r = p, the target's processed
+ *    distribution there; its children are tried in node order, child x (draft distribution q, or one-hot) is accepted
+ *    when u < r(x) / q(x) (u uniform), and otherwise r becomes norm(max(0, r - q)) for the next child. When no child
+ *    is accepted the token is drawn from r. With one child per node this is accept_sample, draw for draw.
+ * hist[0 .. n_hist) is the history (the penalty's); the accepted tokens are written at hist[n_hist + depth] (room
+ * for k). path: [k] out, the accepted nodes root-first; *next: the target's token after them. p, scratch: [V].
+ * Returns the number of accepted nodes. residual_fn: NULL = accept_residual (tests substitute a wrong rule). */
+int accept_tree(const draft_tree *t, int k, const float *logits, int V, sd_sampler *smp, int32_t *hist, int n_hist,
+                float *p, float *scratch, int32_t *path, int32_t *next, accept_residual_fn residual_fn);
 
 /* argmax with the lowest id on ties (the greedy sampler's rule). */
 int32_t accept_argmax(const float *logits, int V);

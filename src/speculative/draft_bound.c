@@ -18,6 +18,7 @@
 typedef struct bound_drafter {
     drafter base;
     sd_ctx *ctx;
+    int seq;
     const sd_exit_heads *heads;
     int L, V, D, n_tok;
     float tau, alpha;
@@ -26,7 +27,6 @@ typedef struct bound_drafter {
     int *dep;       /* [gmax + 1] layers run so far */
     float *tmp;     /* [gmax + 1][D] block pass output */
     float *logits;  /* [V] */
-    uint8_t *want;  /* [gmax + 1] */
 } bound_drafter;
 
 static sd_status bd_begin(drafter *d, const int32_t *hist, int n, sd_error *err) {
@@ -38,7 +38,7 @@ static sd_status bd_begin(drafter *d, const int32_t *hist, int n, sd_error *err)
 static sd_status run_layer(bound_drafter *bd, int a, int b, int l, sd_error *err) {
     const int D = bd->D;
     sd_forward_args fa = {.layer_begin = l, .layer_end = l + 1, .hidden = bd->tmp};
-    sd_status st = sd_forward(bd->ctx, &(sd_block){.n = b - a, .embd = bd->st + (size_t)a * D}, &fa, err);
+    sd_status st = sd_forward(bd->ctx, &(sd_block){.n = b - a, .embd = bd->st + (size_t)a * D, .seq_all = bd->seq}, &fa, err);
     if (st) return st;
     memcpy(bd->st + (size_t)a * D, bd->tmp, (size_t)(b - a) * D * sizeof(float));
     for (int j = a; j < b; j++) bd->dep[j] = l + 1;
@@ -59,12 +59,11 @@ static sd_status extend(bound_drafter *bd, int upto, int t, sd_error *err) {
     return SD_OK;
 }
 
-static int bd_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t *tokens, float *q, bool *q_onehot,
-                    sd_error *err) {
+static int bd_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tree *t, sd_error *err) {
     bound_drafter *bd = (bound_drafter *)d;
     const int D = bd->D;
-    (void)q, (void)c;
-    *q_onehot = true;
+    (void)c;
+    t->onehot = true;
     int k = 0;
     int32_t x = hist[n - 1];
     for (int i = 0;; i++) { /* token i of the round: the pending token, then the drafts */
@@ -76,7 +75,8 @@ static int bd_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t 
         for (int l = 0; l < bd->depth_bound && !exited; l++) {
             if (extend(bd, i, l + 1, err)) return -1;
             sd_forward_args fa = {.layer_begin = l, .layer_end = l + 1, .hidden = bd->tmp};
-            sd_block blk = l == 0 ? (sd_block){.n = 1, .token = &x} : (sd_block){.n = 1, .embd = bd->st + (size_t)i * D};
+            sd_block blk = l == 0 ? (sd_block){.n = 1, .token = &x, .seq_all = bd->seq}
+                                   : (sd_block){.n = 1, .embd = bd->st + (size_t)i * D, .seq_all = bd->seq};
             if (sd_forward(bd->ctx, &blk, &fa, err)) return -1;
             memcpy(bd->st + (size_t)i * D, bd->tmp, (size_t)D * sizeof(float));
             bd->dep[i] = l + 1;
@@ -85,7 +85,7 @@ static int bd_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t 
             int32_t best = accept_argmax(bd->logits, bd->V);
             float T = 1.0f + bd->alpha * (1.0f - (float)depth / (float)bd->L);
             if (accept_top1_prob(bd->logits, bd->V, best, T) >= bd->tau) {
-                tokens[k] = best;
+                t->token[k] = best;
                 hist[n + k] = best;
                 k++;
                 x = best;
@@ -97,8 +97,9 @@ static int bd_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t 
     return k;
 }
 
-static sd_status bd_verify(drafter *d, const int32_t *hist, int n, const int32_t *tokens, int k, float *logits,
-                           sd_error *err) {
+/* Brings every round token to the deepest exit reached; the verification pass runs the remaining layers once. */
+static sd_status bd_plan(drafter *d, const int32_t *hist, int n, const draft_tree *t, int k, verify_plan *vp,
+                         sd_error *err) {
     bound_drafter *bd = (bound_drafter *)d;
     (void)hist, (void)n;
     const int D = bd->D;
@@ -109,10 +110,10 @@ static sd_status bd_verify(drafter *d, const int32_t *hist, int n, const int32_t
     if (dstar == 0) dstar = 1;
     for (int j = 0; j < nt; j++)
         if (bd->dep[j] == 0) { /* only ever the last token */
-            int32_t x = j == 0 ? hist[n - 1] : tokens[j - 1];
+            int32_t x = j == 0 ? hist[n - 1] : t->token[j - 1];
             sd_status st = extend(bd, j, 1, err);
             if (st) return st;
-            st = sd_forward(bd->ctx, &(sd_block){.n = 1, .token = &x},
+            st = sd_forward(bd->ctx, &(sd_block){.n = 1, .token = &x, .seq_all = bd->seq},
                             &(sd_forward_args){.layer_begin = 0, .layer_end = 1, .hidden = bd->st + (size_t)j * D}, err);
             if (st) return st;
             bd->dep[j] = 1;
@@ -120,8 +121,8 @@ static sd_status bd_verify(drafter *d, const int32_t *hist, int n, const int32_t
     sd_status st = extend(bd, nt, dstar, err); /* align everything to the deepest exit */
     if (st) return st;
     if (dstar >= bd->L) return err_set(err, SD_ERR_ARG, "internal: SpecBound depth reached L");
-    sd_forward_args fa = {.layer_begin = dstar, .layer_end = bd->L, .want_logits = bd->want, .logits = logits};
-    return sd_forward(bd->ctx, &(sd_block){.n = nt, .embd = bd->st}, &fa, err);
+    *vp = (verify_plan){.layer_begin = dstar, .embd = bd->st};
+    return SD_OK;
 }
 
 static void bd_on_verified(drafter *d, const int32_t *hist, int n, int n_acc) { (void)d, (void)hist, (void)n, (void)n_acc; }
@@ -132,11 +133,10 @@ static void bd_free(drafter *d) {
     free(bd->dep);
     free(bd->tmp);
     free(bd->logits);
-    free(bd->want);
     free(bd);
 }
 
-drafter *drafter_bound_new(sd_ctx *target, const sd_spec_params *sp, const sd_exit_heads *heads, int gmax, sd_error *err) {
+drafter *drafter_bound_new(sd_ctx *target, int seq, const sd_spec_params *sp, const sd_exit_heads *heads, int gmax, sd_error *err) {
     bound_drafter *bd = calloc(1, sizeof *bd);
     sd_model_info info;
     sd_model_get_info(sd_ctx_model(target), &info);
@@ -145,16 +145,15 @@ drafter *drafter_bound_new(sd_ctx *target, const sd_spec_params *sp, const sd_ex
         bd->tmp = malloc((size_t)(gmax + 1) * info.n_embd * sizeof(float));
         bd->dep = calloc((size_t)gmax + 1, sizeof(int));
         bd->logits = malloc((size_t)info.n_vocab * sizeof(float));
-        bd->want = malloc((size_t)gmax + 1);
     }
-    if (!bd || !bd->st || !bd->tmp || !bd->dep || !bd->logits || !bd->want) {
+    if (!bd || !bd->st || !bd->tmp || !bd->dep || !bd->logits) {
         if (bd) bd_free(&bd->base);
         err_set(err, SD_ERR_NOMEM, "out of memory creating the SpecBound drafter");
         return NULL;
     }
-    memset(bd->want, 1, (size_t)gmax + 1);
-    bd->base = (drafter){"specbound", 0, bd_begin, bd_draft, bd_verify, bd_on_verified, bd_free};
+    bd->base = (drafter){"specbound", 0, bd_begin, bd_draft, bd_plan, NULL, bd_on_verified, bd_free};
     bd->ctx = target;
+    bd->seq = seq;
     bd->heads = heads;
     bd->L = info.n_layer;
     bd->V = info.n_vocab;

@@ -19,6 +19,7 @@
 typedef struct exit_drafter {
     drafter base;
     sd_ctx *ctx;
+    int seq;
     int E, L, V, D;
     const sd_exit_heads *heads;
     sd_sampler *smp;
@@ -83,9 +84,9 @@ static sd_status ex_begin(drafter *d, const int32_t *hist, int n, sd_error *err)
     int m = ex->del_init < n - 1 ? ex->del_init : n - 1;
     if (m > sd_ctx_n_batch(ex->ctx)) m = sd_ctx_n_batch(ex->ctx);
     if (m < 1) return SD_OK;
-    sd_kv_truncate(ex->ctx, 0, n - 1 - m, NULL);
+    sd_kv_truncate(ex->ctx, ex->seq, n - 1 - m, NULL);
     sd_forward_args a = {.want_logits = ex->want, .logits = ex->sh_logits, .hidden_layers = ex->hl};
-    sd_status st = sd_forward(ex->ctx, &(sd_block){.n = m, .token = hist + n - 1 - m}, &a, err);
+    sd_status st = sd_forward(ex->ctx, &(sd_block){.n = m, .token = hist + n - 1 - m, .seq_all = ex->seq}, &a, err);
     if (st) return st;
     double t0 = now_s();
     keep_states(ex, ex->hl, 0, ex->L, 0, m);
@@ -100,28 +101,27 @@ static sd_status exit_step(exit_drafter *ex, int32_t x, bool want_logits, sd_err
     sd_forward_args a = {.layer_begin = 0, .layer_end = ex->E, .hidden = ex->hcache + (size_t)ex->n_cached * ex->D,
                          .logits = want_logits ? ex->logits : NULL, .exit_heads = ex->heads,
                          .hidden_layers = ex->del ? ex->hl : NULL};
-    sd_status st = sd_forward(ex->ctx, &(sd_block){.n = 1, .token = &x}, &a, err);
+    sd_status st = sd_forward(ex->ctx, &(sd_block){.n = 1, .token = &x, .seq_all = ex->seq}, &a, err);
     if (st) return st;
     if (ex->del) keep_states(ex, ex->hl, 0, ex->E, ex->n_cached, 1);
     ex->n_cached++;
     return SD_OK;
 }
 
-static int ex_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t *tokens, float *q, bool *q_onehot,
-                    sd_error *err) {
+static int ex_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tree *t, sd_error *err) {
     exit_drafter *ex = (exit_drafter *)d;
-    *q_onehot = false;
+    t->onehot = false;
     ex->n_cached = 0;
     if (ex->del) ex->E = ex->del->E;
     int32_t x = hist[n - 1];
     int k = 0;
     while (k < max) {
         if (exit_step(ex, x, true, err)) return -1;
-        float top1, *qk = ex->greedy ? NULL : q + (size_t)k * ex->V;
+        float top1, *qk = ex->greedy ? NULL : t->q + (size_t)k * ex->V;
         int32_t nx = draft_peek(ex->smp, ex->greedy, ex->logits, ex->V, hist, n + k, qk, c->uses_conf, &top1);
         if (!c->keep_going(c, k, top1)) break;
         nx = draft_draw(ex->smp, ex->greedy, nx, qk);
-        tokens[k] = nx;
+        t->token[k] = nx;
         hist[n + k] = nx;
         k++;
         x = nx;
@@ -129,20 +129,22 @@ static int ex_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t 
     return k;
 }
 
-static sd_status ex_verify(drafter *d, const int32_t *hist, int n, const int32_t *tokens, int k, float *logits,
-                           sd_error *err) {
+static sd_status ex_plan(drafter *d, const int32_t *hist, int n, const draft_tree *t, int k, verify_plan *vp,
+                         sd_error *err) {
     exit_drafter *ex = (exit_drafter *)d;
-    (void)hist, (void)n;
     /* the last draft has not been through layers [0, E) yet (unless drafting stopped on the controller) */
-    if (ex->n_cached == k && k > 0 && exit_step(ex, tokens[k - 1], false, err)) return err ? err->status : SD_ERR_ARG;
+    if (ex->n_cached == k && k > 0 && exit_step(ex, t->token[k - 1], false, err)) return err ? err->status : SD_ERR_ARG;
     if (ex->n_cached == 0 && exit_step(ex, hist[n - 1], false, err)) return err ? err->status : SD_ERR_ARG;
-    sd_forward_args a = {.layer_begin = ex->E, .layer_end = ex->L, .want_logits = ex->want, .logits = logits,
-                         .hidden_layers = ex->del ? ex->hl : NULL};
-    sd_status st = sd_forward(ex->ctx, &(sd_block){.n = k + 1, .embd = ex->hcache}, &a, err);
-    if (st || !ex->del) return st;
+    *vp = (verify_plan){.layer_begin = ex->E, .embd = ex->hcache, .hidden_layers = ex->del ? ex->hl : NULL};
+    return SD_OK;
+}
+
+/* DEL: the deep layers' states and the target's tokens of the round, for the shadow tokens */
+static void ex_verified(drafter *d, const float *logits, int k) {
+    exit_drafter *ex = (exit_drafter *)d;
+    if (!ex->del) return;
     keep_states(ex, ex->hl, ex->E, ex->L, 0, k + 1);
     for (int i = 0; i <= k; i++) ex->tgt[i] = accept_argmax(logits + (size_t)i * ex->V, ex->V);
-    return SD_OK;
 }
 
 static void ex_on_verified(drafter *d, const int32_t *hist, int n, int n_acc) {
@@ -168,7 +170,7 @@ static void ex_free(drafter *d) {
     free(ex);
 }
 
-drafter *drafter_exit_new(sd_ctx *target, int E, const sd_exit_heads *heads, const sd_sampler *smp, int gmax,
+drafter *drafter_exit_new(sd_ctx *target, int seq, int E, const sd_exit_heads *heads, const sd_sampler *smp, int gmax,
                           del_state *del, int del_init, sd_error *err) {
     exit_drafter *ex = calloc(1, sizeof *ex);
     const sd_model *m = sd_ctx_model(target);
@@ -208,8 +210,9 @@ drafter *drafter_exit_new(sd_ctx *target, int E, const sd_exit_heads *heads, con
     } else {
         memset(ex->want, 1, (size_t)gmax + 1);
     }
-    ex->base = (drafter){del ? "del" : "early-exit", 0, ex_begin, ex_draft, ex_verify, ex_on_verified, ex_free};
+    ex->base = (drafter){del ? "del" : "early-exit", 0, ex_begin, ex_draft, ex_plan, ex_verified, ex_on_verified, ex_free};
     ex->ctx = target;
+    ex->seq = seq;
     ex->E = E;
     ex->L = info.n_layer;
     ex->V = info.n_vocab;

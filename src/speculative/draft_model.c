@@ -11,6 +11,7 @@
 typedef struct model_drafter {
     drafter base;
     sd_ctx *ctx;
+    int seq;
     sd_sampler *smp; /* the target's processing, its own RNG */
     bool greedy;
     int V, n_batch;
@@ -23,7 +24,7 @@ static sd_status feed(model_drafter *md, const int32_t *hist, int from, int to, 
     for (int i = from; i < to; i += md->n_batch) {
         int k = to - i < md->n_batch ? to - i : md->n_batch;
         sd_forward_args a = {.logits = (want_logits && i + k == to) ? md->logits : NULL};
-        sd_status st = sd_forward(md->ctx, &(sd_block){.n = k, .token = hist + i}, &a, err);
+        sd_status st = sd_forward(md->ctx, &(sd_block){.n = k, .token = hist + i, .seq_all = md->seq}, &a, err);
         if (st) return st;
     }
     md->len = to;
@@ -32,30 +33,29 @@ static sd_status feed(model_drafter *md, const int32_t *hist, int from, int to, 
 
 static sd_status md_begin(drafter *d, const int32_t *hist, int n, sd_error *err) {
     model_drafter *md = (model_drafter *)d;
-    sd_kv_truncate(md->ctx, 0, 0, NULL);
+    sd_kv_truncate(md->ctx, md->seq, 0, NULL);
     md->len = 0;
     sd_status st = feed(md, hist, 0, n - 1, false, err);
     if (st) err_prefix(err, "draft model: ");
     return st;
 }
 
-static int md_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t *tokens, float *q,
-                    bool *q_onehot, sd_error *err) {
+static int md_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tree *t, sd_error *err) {
     model_drafter *md = (model_drafter *)d;
-    *q_onehot = false;
+    t->onehot = false;
     if (feed(md, hist, md->len, n, true, err)) return -1;
     int k = 0;
     while (k < max) {
-        float top1, *qk = md->greedy ? NULL : q + (size_t)k * md->V;
+        float top1, *qk = md->greedy ? NULL : t->q + (size_t)k * md->V;
         int32_t x = draft_peek(md->smp, md->greedy, md->logits, md->V, hist, n + k, qk, c->uses_conf, &top1);
         if (!c->keep_going(c, k, top1)) break;
         x = draft_draw(md->smp, md->greedy, x, qk);
-        tokens[k] = x;
+        t->token[k] = x;
         hist[n + k] = x; /* the penalty's history for the next draft step */
         k++;
         if (k < max) {
             sd_forward_args a = {.logits = md->logits};
-            if (sd_forward(md->ctx, &(sd_block){.n = 1, .token = &x}, &a, err)) {
+            if (sd_forward(md->ctx, &(sd_block){.n = 1, .token = &x, .seq_all = md->seq}, &a, err)) {
                 err_prefix(err, "draft model: ");
                 return -1;
             }
@@ -71,7 +71,7 @@ static void md_on_verified(drafter *d, const int32_t *hist, int n, int n_acc) {
     /* the cache holds the old pending token and the drafts it ran; the accepted ones are hist's, so keep the
      * common prefix: everything up to the new pending token (hist[n-1]) at most */
     if (md->len > n - 1) md->len = n - 1;
-    sd_kv_truncate(md->ctx, 0, md->len, NULL);
+    sd_kv_truncate(md->ctx, md->seq, md->len, NULL);
 }
 
 static void md_free(drafter *d) {
@@ -81,8 +81,9 @@ static void md_free(drafter *d) {
     free(md);
 }
 
-drafter *drafter_model_new(sd_ctx *dctx, const sd_sampler *smp, sd_error *err) {
+drafter *drafter_model_new(sd_ctx *dctx, int seq, const sd_sampler *smp, const sd_spec_params *spp, sd_error *err) {
     model_drafter *md = calloc(1, sizeof *md);
+    (void)spp;
     sd_model_info info;
     sd_model_get_info(sd_ctx_model(dctx), &info);
     sd_sampler_params sp;
@@ -97,8 +98,9 @@ drafter *drafter_model_new(sd_ctx *dctx, const sd_sampler *smp, sd_error *err) {
         err_set(err, SD_ERR_NOMEM, "out of memory creating the draft model's drafter");
         return NULL;
     }
-    md->base = (drafter){"draft", 0, md_begin, md_draft, NULL, md_on_verified, md_free};
+    md->base = (drafter){"draft", 0, md_begin, md_draft, NULL, NULL, md_on_verified, md_free};
     md->ctx = dctx;
+    md->seq = seq;
     md->greedy = sd_sampler_is_greedy(smp);
     md->V = info.n_vocab;
     md->n_batch = sd_ctx_n_batch(dctx);

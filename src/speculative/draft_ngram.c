@@ -15,11 +15,10 @@ static sd_status ng_begin(drafter *d, const int32_t *hist, int n, sd_error *err)
     return SD_OK;
 }
 
-static int ng_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t *tokens, float *q,
-                    bool *q_onehot, sd_error *err) {
+static int ng_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tree *t, sd_error *err) {
     ngram_drafter *g = (ngram_drafter *)d;
-    (void)q, (void)err;
-    *q_onehot = true;
+    (void)err;
+    t->onehot = true;
     for (int len = g->n_max; len >= g->n_min; len--) {
         if (len > n - 1) continue;
         const int32_t *pat = hist + n - len;
@@ -27,7 +26,7 @@ static int ng_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t 
             if (memcmp(hist + j, pat, (size_t)len * sizeof *pat) != 0) continue;
             int k = 0;
             while (k < max && j + len + k < n && c->keep_going(c, k, 1.0f)) {
-                tokens[k] = hist[j + len + k];
+                t->token[k] = hist[j + len + k];
                 k++;
             }
             if (k > 0) return k;
@@ -42,7 +41,7 @@ static void ng_free(drafter *d) { free(d); }
 drafter *drafter_ngram_new(int n_max, int n_min) {
     ngram_drafter *g = calloc(1, sizeof *g);
     if (!g) return NULL;
-    g->base = (drafter){"ngram", 0, ng_begin, ng_draft, NULL, ng_on_verified, ng_free};
+    g->base = (drafter){"ngram", 0, ng_begin, ng_draft, NULL, NULL, ng_on_verified, ng_free};
     g->n_max = n_max;
     g->n_min = n_min;
     return &g->base;

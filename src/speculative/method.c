@@ -76,27 +76,27 @@ int method_ctx_room(const sd_spec_params *sp, int target_n_ctx) {
     return sp->method == SD_SPEC_DRAFT ? sd_ctx_n_ctx(sp->draft_ctx) : target_n_ctx;
 }
 
-sd_status method_new(sd_ctx *target, sd_sampler *smp, const sd_spec_params *sp, int gmax, spec_method *m,
+sd_status method_new(sd_ctx *target, int seq, sd_sampler *smp, const sd_spec_params *sp, int gmax, spec_method *m,
                      sd_error *err) {
     memset(m, 0, sizeof *m);
     const int L = sd_ctx_model(target)->hp.n_layer;
     sd_spec_params cp = *sp;
     switch (sp->method) {
     case SD_SPEC_NONE: break;
-    case SD_SPEC_DRAFT: m->d = drafter_model_new(sp->draft_ctx, smp, err); break;
+    case SD_SPEC_DRAFT: m->d = drafter_model_new(sp->draft_ctx, seq, smp, sp, err); break;
     case SD_SPEC_NGRAM: m->d = drafter_ngram_new(sp->ngram_max, sp->ngram_min); break;
     case SD_SPEC_SPECBOUND:
         /* the drafter decides where a round ends; the controller only bounds the width */
         cp.ctrl = SD_CTRL_FIXED;
         cp.gamma = sp->sb_width;
-        m->d = drafter_bound_new(target, sp, sp->exit_heads, gmax, err);
+        m->d = drafter_bound_new(target, seq, sp, sp->exit_heads, gmax, err);
         break;
     case SD_SPEC_DEL: /* the early-exit drafter feeding DEL's statistics, which also drive the controller */
         if (!(m->del = del_new(L, sp)) || !(m->c = del_ctrl_new(m->del))) break;
-        m->d = drafter_exit_new(target, L / 2, sp->exit_heads, smp, gmax, m->del, sp->del_init_tokens, err);
+        m->d = drafter_exit_new(target, seq, L / 2, sp->exit_heads, smp, gmax, m->del, sp->del_init_tokens, err);
         break;
     case SD_SPEC_EARLY_EXIT:
-        m->d = drafter_exit_new(target, sp->exit_layer ? sp->exit_layer : L / 2, sp->exit_heads, smp, gmax, NULL, 0, err);
+        m->d = drafter_exit_new(target, seq, sp->exit_layer ? sp->exit_layer : L / 2, sp->exit_heads, smp, gmax, NULL, 0, err);
         break;
     }
     if (!m->c && sp->method != SD_SPEC_DEL) m->c = ctrl_new(&cp);

@@ -20,8 +20,9 @@ sd_status method_check(sd_ctx *target, const sd_spec_params *sp, sd_error *err);
 int method_max_drafts(const sd_spec_params *sp);
 /* Positions the drafter's own context holds (a separate draft model's), else target_n_ctx. */
 int method_ctx_room(const sd_spec_params *sp, int target_n_ctx);
-/* On failure *m is left empty (method_free is still safe). */
-sd_status method_new(sd_ctx *target, sd_sampler *smp, const sd_spec_params *sp, int gmax, spec_method *m,
+/* The method's drafter and controller for sequence seq (of the target, and of the draft model's context). On failure
+ * *m is left empty (method_free is still safe). */
+sd_status method_new(sd_ctx *target, int seq, sd_sampler *smp, const sd_spec_params *sp, int gmax, spec_method *m,
                      sd_error *err);
 /* Method-specific statistics (DEL: mean exit depth and draft bound). */
 void method_stats(const spec_method *m, sd_spec_stats *s);

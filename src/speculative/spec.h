@@ -1,14 +1,17 @@
-/* spec: the draft -> verify -> accept loop's drafter interface (a small vtable per drafter).
+/* spec: the drafter interface of the propose -> verify -> accept loop (a small vtable per drafter).
  *
- * The loop keeps `hist` = prompt + emitted tokens; the target's cache holds hist[0 .. n-1) and hist[n-1] (the
- * newest token) is pending: every round verifies the block [hist[n-1], drafts...].
- *   begin        after the prompt is known (reset and prefill the drafter's own state)
- *   draft        propose up to max tokens continuing hist[0..n) (hist has room for max more: a drafter may
- *                write its drafts there, e.g. as the penalty's history); asks the controller before each token;
- *                writes tokens[i] and, when sampling and q != NULL, q[i*V..] (the draft distribution);
- *                *q_onehot = true when the drafter has no distribution (q unused). Returns the count or -1 (err set).
- *   verify       optional: the target's logits for the block [hist[n-1], tokens[0..k)) into logits[(k+1)*V]
- *                (NULL: one forward over the block through all layers). Early exit verifies from cached states.
+ * A session keeps `hist` = prompt + emitted tokens; the target's cache holds hist[0 .. n-1) and hist[n-1] (the
+ * newest token) is pending: every round verifies the block [hist[n-1], draft nodes...]. A drafter never runs the
+ * verification pass itself: it describes it (a verify plan), and the session or the scheduler runs it, merged with
+ * other sessions' plans.
+ *   begin        after the prompt is in the target's cache (reset and prefill the drafter's own state)
+ *   draft        propose up to max draft nodes continuing hist[0..n): a draft tree (draft_tree below; a chain is
+ *                a tree of width 1). hist has room for max more tokens: a chain drafter may write its drafts there
+ *                (the penalty's history). Asks the controller before each token. Returns the node count or -1.
+ *   plan         optional: how the target verifies the block (layer range and cached states), after any forwards
+ *                the plan needs first (early exit: the last draft's shallow layers). NULL: the block's tokens
+ *                through every layer.
+ *   verified     optional: the target's logits of the block ([k+1][V], root first) and the plan's hidden states.
  *   on_verified  hist[0..n) is the new history (n_accepted drafts kept + the target's token)
  */
 #ifndef SD_SPEC_SPEC_H
@@ -19,28 +22,46 @@
 #include "ctrl/ctrl.h"
 #include "specdec.h"
 
+/* A round's draft: nodes 0..k-1 in an order where parents come first. */
+typedef struct draft_tree {
+    int32_t *token;  /* [gmax] */
+    int32_t *parent; /* [gmax] parent node, -1 = the pending token (the root); set to a chain (i - 1) before draft */
+    float *q;        /* [gmax][V] draft distribution of each node's token (sampling only; NULL when greedy) */
+    bool onehot;     /* the drafter has no distribution (q unused): rank-chosen or looked-up tokens */
+} draft_tree;
+
+/* The verification pass of one round: block entry 0 is the root, entry j + 1 is node j. */
+typedef struct verify_plan {
+    int layer_begin;      /* 0: from the block's token ids; > 0: from embd, the states after layer_begin - 1 */
+    const float *embd;    /* [k + 1][n_embd] when layer_begin > 0 */
+    float *hidden_layers; /* optional out: [n_layer - layer_begin][k + 1][n_embd], the state after every layer run */
+} verify_plan;
+
 typedef struct drafter drafter;
 struct drafter {
     const char *name;
     double t_aux; /* seconds of method bookkeeping outside draft/verify (DEL: shadow tokens), for the stats */
     sd_status (*begin)(drafter *d, const int32_t *hist, int n, sd_error *err);
-    int (*draft)(drafter *d, int32_t *hist, int n, int max, ctrl *c, int32_t *tokens, float *q, bool *q_onehot,
-                 sd_error *err);
-    sd_status (*verify)(drafter *d, const int32_t *hist, int n, const int32_t *tokens, int k, float *logits,
-                        sd_error *err);
+    int (*draft)(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tree *t, sd_error *err);
+    sd_status (*plan)(drafter *d, const int32_t *hist, int n, const draft_tree *t, int k, verify_plan *vp,
+                      sd_error *err);
+    void (*verified)(drafter *d, const float *logits, int k);
     void (*on_verified)(drafter *d, const int32_t *hist, int n, int n_accepted);
     void (*free)(drafter *d);
 };
 
-/* A separate draft model in its own context; smp: the target's sampler (its parameters are used for q). */
-drafter *drafter_model_new(sd_ctx *draft_ctx, const sd_sampler *smp, sd_error *err);
+/* A separate draft model in its own context, on sequence seq there; smp: the target's sampler (its parameters are
+ * used for q). sp: tree parameters (tree_nodes 0 = chains). */
+drafter *drafter_model_new(sd_ctx *draft_ctx, int seq, const sd_sampler *smp, const sd_spec_params *sp,
+                           sd_error *err);
 /* Prompt lookup over the history. */
 drafter *drafter_ngram_new(int n_max, int n_min);
-/* Early exit on the target's own context: layers [0, E) draft, [E, L) verify from the exit cache. */
-/* SpecBound on the target's own context. */
-drafter *drafter_bound_new(sd_ctx *target, const sd_spec_params *sp, const sd_exit_heads *heads, int gmax, sd_error *err);
+/* SpecBound on sequence seq of the target's own context. */
+drafter *drafter_bound_new(sd_ctx *target, int seq, const sd_spec_params *sp, const sd_exit_heads *heads, int gmax,
+                           sd_error *err);
 struct del_state;
-/* del (may be NULL) makes it DEL: the exit depth is del->E each round and the shadow-token statistics are fed. */
-drafter *drafter_exit_new(sd_ctx *target, int exit_layer, const sd_exit_heads *heads, const sd_sampler *smp, int gmax,
-                          struct del_state *del, int del_init_tokens, sd_error *err);
+/* Early exit on sequence seq of the target's own context: layers [0, E) draft, [E, L) verify from the exit cache.
+ * del (may be NULL) makes it DEL: the exit depth is del->E each round and the shadow-token statistics are fed. */
+drafter *drafter_exit_new(sd_ctx *target, int seq, int exit_layer, const sd_exit_heads *heads, const sd_sampler *smp,
+                          int gmax, struct del_state *del, int del_init_tokens, sd_error *err);
 #endif

@@ -1,0 +1,460 @@
+/* session: one sequence's speculative generation — history, sampler, method (drafter + controller), statistics —
+ * advancing in steps: prefill chunks, then rounds of propose (draft a tree, plan its verification) -> verify (one
+ * target forward, possibly merged with other sessions') -> accept (accept_tree) -> commit (emit, move the accepted
+ * path's K/V into place, roll back the rest, update drafter and controller). */
+#define _POSIX_C_SOURCE 200809L
+#include "speculative/session.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/model.h"
+#include "speculative/accept.h"
+#include "speculative/method.h"
+#include "speculative/spec.h"
+#include "util/err.h"
+
+typedef enum { SES_EMPTY, SES_PREFILL, SES_DECODE, SES_DONE } ses_state;
+
+struct sd_session {
+    sd_ctx *target;
+    const sd_model *m;
+    int seq, V, L, n_ctx, n_batch;
+    sd_spec_params sp;
+    sd_sampler *smp;
+    bool own_smp, greedy, ignore_eos;
+    int n_predict_param; /* as given (-1 = to the end of the context) */
+    spec_method meth;
+    int gmax;
+    ses_state state;
+    sd_status status;
+    sd_error err;
+    bool cancelled;
+    sd_token_cb cb;
+    void *cb_user;
+    /* history: hist[0 .. n) = prompt + emitted; room for the round's drafts after it */
+    int32_t *hist; /* [cap_hist] */
+    int cap_hist, n, n_prompt, n_predict, n_gen, n_read, prefilled;
+    /* the round */
+    draft_tree tree;  /* token, parent: [gmax]; q: [gmax][V] when sampling */
+    int k;            /* nodes drafted this round */
+    int32_t *block;   /* [gmax + 1] root + nodes */
+    int32_t *bparent; /* [gmax + 1] block parents (trees) */
+    int32_t *bpos;    /* [gmax + 1] block positions (trees) */
+    int32_t *path;    /* [gmax + 1] accepted nodes; reused as the cells kept */
+    float *logits;    /* [gmax + 1][V] */
+    float *p, *scratch; /* [V] */
+    verify_plan plan;
+    double t_round0;  /* when the round's drafting started */
+    double t_verify0; /* when drafting ended */
+    uint64_t passes0; /* target layer passes before drafting */
+    double aux0;
+    /* statistics */
+    sd_spec_stats stats;
+    double t_start, t_decode0;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+sd_session_params sd_session_default_params(void) {
+    sd_session_params p;
+    memset(&p, 0, sizeof p);
+    p.seq = 0;
+    p.sampling = sd_sampler_default_params();
+    p.spec = sd_spec_default_params();
+    p.n_predict = 128;
+    p.ignore_eos = false;
+    return p;
+}
+
+static void round_free(sd_session *s) {
+    free(s->tree.token);
+    free(s->tree.parent);
+    free(s->tree.q);
+    free(s->block);
+    free(s->bparent);
+    free(s->bpos);
+    free(s->path);
+    free(s->logits);
+    free(s->p);
+    free(s->scratch);
+}
+
+static sd_status session_create(sd_ctx *target, sd_sampler *smp, bool own, const sd_spec_params *sp, int seq,
+                                int n_predict, bool ignore_eos, sd_session **out, sd_error *err) {
+    *out = NULL;
+    sd_status st = method_check(target, sp, err);
+    if (st) return st;
+    if (seq < 0 || seq >= sd_ctx_n_seq(target))
+        return err_set(err, SD_ERR_ARG, "sequence %d: the target context has sequences 0..%d", seq,
+                       sd_ctx_n_seq(target) - 1);
+    if (sp->method == SD_SPEC_DRAFT && seq >= sd_ctx_n_seq(sp->draft_ctx))
+        return err_set(err, SD_ERR_ARG, "sequence %d: the draft model's context has sequences 0..%d", seq,
+                       sd_ctx_n_seq(sp->draft_ctx) - 1);
+    if (n_predict < -1) return err_set(err, SD_ERR_ARG, "number of tokens to predict %d must be >= 0 (-1: to the end of the context)", n_predict);
+    sd_session *s = calloc(1, sizeof *s);
+    if (!s) return err_set(err, SD_ERR_NOMEM, "out of memory creating a session");
+    s->target = target;
+    s->m = sd_ctx_model(target);
+    s->seq = seq;
+    s->V = s->m->hp.n_vocab;
+    s->L = s->m->hp.n_layer;
+    s->n_ctx = sd_ctx_n_ctx(target);
+    s->n_batch = sd_ctx_n_batch(target);
+    s->sp = *sp;
+    s->smp = smp;
+    s->own_smp = own;
+    s->greedy = sd_sampler_is_greedy(smp);
+    s->ignore_eos = ignore_eos;
+    s->n_predict_param = n_predict;
+    s->gmax = method_max_drafts(sp);
+    const size_t G = (size_t)s->gmax, V = (size_t)s->V;
+    s->tree.token = malloc(G * sizeof(int32_t));
+    s->tree.parent = malloc(G * sizeof(int32_t));
+    s->tree.q = s->greedy ? NULL : malloc(G * V * sizeof(float));
+    s->block = malloc((G + 1) * sizeof(int32_t));
+    s->bparent = malloc((G + 1) * sizeof(int32_t));
+    s->bpos = malloc((G + 1) * sizeof(int32_t));
+    s->path = malloc((G + 1) * sizeof(int32_t));
+    s->logits = malloc((G + 1) * V * sizeof(float));
+    s->p = malloc(V * sizeof(float));
+    s->scratch = malloc(V * sizeof(float));
+    if (!s->tree.token || !s->tree.parent || (!s->greedy && !s->tree.q) || !s->block || !s->bparent || !s->bpos ||
+        !s->path || !s->logits || !s->p || !s->scratch) {
+        s->own_smp = false;
+        sd_session_free(s);
+        return err_set(err, SD_ERR_NOMEM, "out of memory creating a session");
+    }
+    s->state = SES_EMPTY;
+    *out = s;
+    return SD_OK;
+}
+
+sd_status session_new_borrowed(sd_ctx *target, sd_sampler *smp, const sd_spec_params *sp, int seq, int n_predict,
+                               bool ignore_eos, sd_session **out, sd_error *err) {
+    if (!target || !smp || !sp || !out) return err_set(err, SD_ERR_ARG, "session: NULL argument");
+    return session_create(target, smp, false, sp, seq, n_predict, ignore_eos, out, err);
+}
+
+sd_status sd_session_new(sd_ctx *target, const sd_session_params *params, sd_session **out, sd_error *err) {
+    if (!target || !params || !out) return err_set(err, SD_ERR_ARG, "sd_session_new: NULL argument");
+    *out = NULL;
+    sd_sampler *smp = NULL;
+    sd_status st = sd_sampler_new(&params->sampling, sd_ctx_model(target)->hp.n_vocab, &smp, err);
+    if (st) return st;
+    st = session_create(target, smp, true, &params->spec, params->seq, params->n_predict, params->ignore_eos, out, err);
+    if (st) sd_sampler_free(smp);
+    return st;
+}
+
+void session_set_token_cb(sd_session *s, sd_token_cb cb, void *user) {
+    s->cb = cb;
+    s->cb_user = user;
+}
+
+sd_ctx *session_ctx(const sd_session *s) { return s->target; }
+int session_seq(const sd_session *s) { return s->seq; }
+
+/* Ends the session; its caches are cleared (the memory returns to the contexts). */
+static void finish(sd_session *s) {
+    if (s->state == SES_DONE) return;
+    if (s->state == SES_DECODE) {
+        double t = now_s();
+        s->stats.t_gen_s = t - s->t_decode0;
+        if (s->meth.d) s->stats.t_aux_s = s->meth.d->t_aux - s->aux0;
+        method_stats(&s->meth, &s->stats);
+    }
+    s->state = SES_DONE;
+}
+
+static void fail(sd_session *s, sd_status st, const sd_error *e) {
+    s->status = st ? st : SD_ERR_ARG;
+    if (e && e->status) s->err = *e;
+    else err_set(&s->err, s->status, "session failed (%s)", sd_status_str(s->status));
+    s->err.status = s->status;
+    finish(s);
+}
+
+sd_status sd_session_set_prompt(sd_session *s, const int32_t *prompt, int n_prompt, sd_error *err) {
+    if (!s || (!prompt && n_prompt > 0)) return err_set(err, SD_ERR_ARG, "sd_session_set_prompt: NULL argument");
+    if (n_prompt < 1) return err_set(err, SD_ERR_ARG, "the prompt is empty (at least one token is needed)");
+    int n_predict = s->n_predict_param < 0 ? s->n_ctx - n_prompt : s->n_predict_param;
+    if (n_predict < 0 || n_prompt + n_predict > s->n_ctx)
+        return err_set(err, SD_ERR_ARG, "prompt (%d tokens) + tokens to predict (%d) exceed the context (%d)", n_prompt,
+                       n_predict, s->n_ctx);
+    const int room = method_ctx_room(&s->sp, s->n_ctx);
+    if (n_prompt >= room)
+        return err_set(err, SD_ERR_ARG, "the prompt (%d tokens) does not fit the draft model's context (%d)", n_prompt,
+                       room);
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= s->V)
+            return err_set(err, SD_ERR_ARG, "prompt token %d: id %d outside the vocabulary (%d)", i, prompt[i], s->V);
+    int cap = n_prompt + n_predict + s->gmax + 2;
+    int32_t *h = malloc((size_t)cap * sizeof *h);
+    if (!h) return err_set(err, SD_ERR_NOMEM, "out of memory for a prompt of %d tokens", n_prompt);
+    /* a fresh method each prompt: controller and drafter state start over, as in a new generation */
+    method_free(&s->meth);
+    sd_status st = method_new(s->target, s->seq, s->smp, &s->sp, s->gmax, &s->meth, err);
+    if (st) {
+        free(h);
+        s->state = SES_EMPTY;
+        return st;
+    }
+    free(s->hist);
+    s->hist = h;
+    s->cap_hist = cap;
+    memcpy(h, prompt, (size_t)n_prompt * sizeof *h);
+    s->n = s->n_prompt = n_prompt;
+    s->n_predict = n_predict;
+    s->n_gen = s->n_read = s->prefilled = 0;
+    s->cancelled = false;
+    s->status = SD_OK;
+    memset(&s->err, 0, sizeof s->err);
+    memset(&s->stats, 0, sizeof s->stats);
+    s->stats.n_prompt = n_prompt;
+    s->t_start = 0;
+    sd_kv_truncate(s->target, s->seq, 0, NULL);
+    s->state = SES_PREFILL;
+    return SD_OK;
+}
+
+bool sd_session_done(const sd_session *s) { return !s || s->state == SES_DONE || s->state == SES_EMPTY; }
+bool session_prefilling(const sd_session *s) { return s->state == SES_PREFILL && s->prefilled < s->n - 1; }
+
+/* The most drafts this round may hold. */
+static int round_max(const sd_session *s) {
+    const int L = s->n - 1; /* target cache length */
+    const int draft_room = method_ctx_room(&s->sp, s->n_ctx);
+    int room = s->n_ctx - L - 1;                                 /* drafts that fit the target's context */
+    if (draft_room - (s->n - 1) < room) room = draft_room - (s->n - 1); /* and the draft's */
+    if (s->n_predict - s->n_gen - 1 < room) room = s->n_predict - s->n_gen - 1; /* no use beyond what is emitted */
+    if (s->n_batch - 1 < room) room = s->n_batch - 1;
+    int max = s->meth.d ? s->meth.c->max_len(s->meth.c) : 0;
+    if (max > room) max = room;
+    if (max > s->gmax) max = s->gmax;
+    return max < 0 ? 0 : max;
+}
+
+int session_need(const sd_session *s) {
+    if (sd_session_done(s)) return 0;
+    if (session_prefilling(s)) return 1; /* a chunk of any size helps */
+    return round_max(s) + 1;
+}
+
+/* The prompt is in the target's cache: the drafter catches up, decoding starts. */
+static bool start_decoding(sd_session *s) {
+    sd_error e = {0};
+    if (s->meth.d) {
+        sd_status st = s->meth.d->begin(s->meth.d, s->hist, s->n, &e);
+        if (st) {
+            fail(s, st, &e);
+            return false;
+        }
+    }
+    s->t_decode0 = now_s();
+    s->stats.t_prompt_s = s->t_decode0 - s->t_start;
+    s->aux0 = s->meth.d ? s->meth.d->t_aux : 0;
+    s->state = SES_DECODE;
+    if (s->n_gen >= s->n_predict) finish(s);
+    return s->state == SES_DECODE;
+}
+
+/* Drafts the round's tree and describes its verification block. */
+static bool propose_round(sd_session *s, fwd_req *r) {
+    sd_error e = {0};
+    drafter *d = s->meth.d;
+    const int max = round_max(s);
+    s->t_round0 = now_s();
+    s->passes0 = sd_ctx_layer_passes(s->target);
+    for (int i = 0; i < s->gmax; i++) s->tree.parent[i] = i - 1;
+    s->tree.onehot = true;
+    s->k = 0;
+    if (d) { /* also with max == 0: a drafter may have per-round state to reset */
+        int k = d->draft(d, s->hist, s->n, max, s->meth.c, &s->tree, &e);
+        if (k < 0) {
+            fail(s, e.status, &e);
+            return false;
+        }
+        s->k = k;
+    }
+    s->t_verify0 = now_s();
+    s->plan = (verify_plan){0};
+    if (d && d->plan) {
+        sd_status st = d->plan(d, s->hist, s->n, &s->tree, s->k, &s->plan, &e);
+        if (st) {
+            fail(s, st, &e);
+            return false;
+        }
+    }
+    const int k = s->k, base = s->n - 1;
+    bool chain = true;
+    s->block[0] = s->hist[s->n - 1];
+    s->bparent[0] = -1;
+    s->bpos[0] = base;
+    for (int j = 0; j < k; j++) {
+        int pa = s->tree.parent[j];
+        s->block[j + 1] = s->tree.token[j];
+        s->bparent[j + 1] = pa + 1;
+        s->bpos[j + 1] = s->bpos[pa + 1] + 1;
+        chain &= pa == j - 1;
+    }
+    *r = (fwd_req){.seq = s->seq, .layer_begin = s->plan.layer_begin, .n = k + 1,
+                   .token = s->plan.layer_begin == 0 ? s->block : NULL, .embd = s->plan.embd,
+                   .parent = chain ? NULL : s->bparent, .pos = chain ? NULL : s->bpos, .logits = s->logits,
+                   .hidden_layers = s->plan.hidden_layers};
+    return true;
+}
+
+bool session_propose(sd_session *s, int budget, fwd_req *r) {
+    if (!s || s->state == SES_DONE || s->state == SES_EMPTY) return false;
+    if (s->state == SES_PREFILL) {
+        if (s->t_start == 0) s->t_start = now_s();
+        /* prefill all but the newest token: it is the first entry of the first verification block */
+        int left = s->n - 1 - s->prefilled;
+        if (left > 0) {
+            int c = left < budget ? left : budget;
+            if (c > s->n_batch) c = s->n_batch;
+            if (c < 1) return false;
+            *r = (fwd_req){.seq = s->seq, .n = c, .token = s->hist + s->prefilled};
+            return true;
+        }
+        if (!start_decoding(s)) return false;
+    }
+    return propose_round(s, r);
+}
+
+/* Emits the accepted path and the target's token, stopping at EOS / n_predict / the callback; returns how many. */
+static int emit(sd_session *s, int acc, int32_t next) {
+    int emitted = 0;
+    bool stop = false;
+    for (int i = 0; i <= acc && !stop; i++) {
+        int32_t t = i < acc ? s->tree.token[s->path[i]] : next;
+        s->hist[s->n++] = t;
+        s->n_gen++;
+        emitted++;
+        if (s->cb && !s->cb(t, s->cb_user)) stop = true;
+        if (!s->ignore_eos && sd_token_is_eog(s->m, t)) stop = true;
+        if (s->n_gen >= s->n_predict) stop = true;
+    }
+    if (stop) finish(s);
+    return emitted;
+}
+
+static void commit_round(sd_session *s, const fwd_req *r) {
+    drafter *d = s->meth.d;
+    const int k = s->k, base = s->n - 1;
+    double tc = now_s();
+    if (d && d->verified) d->verified(d, s->logits, k);
+    int32_t next;
+    int acc = accept_tree(&s->tree, k, s->logits, s->V, s->smp, s->hist, s->n, s->p, s->scratch, s->path, &next, NULL);
+    /* the cells to keep: the root, then the accepted path (moved into place when it is not a prefix) */
+    bool prefix = true;
+    for (int i = 0; i < acc; i++) prefix &= s->path[i] == i;
+    if (!prefix) {
+        int32_t cells[257];
+        cells[0] = 0;
+        for (int i = 0; i < acc; i++) cells[i + 1] = s->path[i] + 1;
+        sd_kv_keep(s->target, s->seq, base, cells, acc + 1, NULL);
+    }
+    const int emitted = emit(s, acc, next);
+    /* roll back: the target keeps everything but the new pending token (the old pending token and the accepted
+     * drafts; the rejected nodes' entries go) */
+    sd_kv_truncate(s->target, s->seq, s->n - 1, NULL);
+    if (d) d->on_verified(d, s->hist, s->n, acc);
+    s->meth.c->on_verified(s->meth.c, k, acc);
+    sd_spec_stats *st = &s->stats;
+    st->n_gen = s->n_gen;
+    st->n_rounds++;
+    st->n_drafted += k;
+    st->n_accepted += acc;
+    st->t_draft_s += s->t_verify0 - s->t_round0;
+    st->t_verify_s += tc - s->t_verify0;
+    st->layer_passes += sd_ctx_layer_passes(s->target) - s->passes0; /* the drafter's own passes (alone) */
+    st->layer_passes += (uint64_t)(s->L - r->layer_begin);           /* and the verification pass */
+    if (s->sp.round_cb) {
+        sd_spec_round rd = {k, acc, emitted, sd_kv_len(s->target, s->seq, -1)};
+        if (!s->sp.round_cb(&rd, s->sp.round_user)) finish(s);
+    }
+}
+
+void session_commit(sd_session *s, const fwd_req *r) {
+    if (!s || s->state == SES_DONE) return;
+    if (r->status) {
+        fail(s, r->status, &r->err);
+        return;
+    }
+    if (s->state == SES_PREFILL) {
+        s->prefilled += r->n;
+        if (s->prefilled == s->n - 1) start_decoding(s);
+        return;
+    }
+    commit_round(s, r);
+}
+
+sd_status sd_session_step(sd_session *s, sd_error *err) {
+    if (!s) return err_set(err, SD_ERR_ARG, "sd_session_step: NULL session");
+    if (s->state == SES_EMPTY) return err_set(err, SD_ERR_ARG, "sd_session_step: the session has no prompt");
+    fwd_req r;
+    if (session_propose(s, s->n_batch, &r)) {
+        uint8_t ones[257]; /* a verification block holds at most 257 entries; prefill chunks want no logits */
+        memset(ones, 1, sizeof ones);
+        sd_block b = {.n = r.n, .token = r.token, .embd = r.embd, .parent = r.parent, .pos = r.pos, .seq_all = r.seq};
+        sd_forward_args fa = {.layer_begin = r.layer_begin, .want_logits = r.logits ? ones : NULL, .logits = r.logits,
+                              .hidden_layers = r.hidden_layers};
+        r.status = sd_forward(s->target, &b, &fa, &r.err);
+        session_commit(s, &r);
+    }
+    return sd_session_status(s, err);
+}
+
+int sd_session_read(sd_session *s, int32_t *out, int cap) {
+    if (!s || !out || cap <= 0) return 0;
+    int k = s->n_gen - s->n_read;
+    if (k > cap) k = cap;
+    memcpy(out, s->hist + s->n_prompt + s->n_read, (size_t)k * sizeof *out);
+    s->n_read += k;
+    return k;
+}
+
+const int32_t *sd_session_tokens(const sd_session *s, int *n) {
+    if (n) *n = s && s->hist ? s->n_gen : 0;
+    return s && s->hist ? s->hist + s->n_prompt : NULL;
+}
+
+void sd_session_cancel(sd_session *s) {
+    if (!s || s->state == SES_DONE) return;
+    s->cancelled = true;
+    finish(s);
+    sd_kv_truncate(s->target, s->seq, 0, NULL);
+    if (s->sp.method == SD_SPEC_DRAFT) sd_kv_truncate(s->sp.draft_ctx, s->seq, 0, NULL);
+}
+
+sd_status sd_session_status(const sd_session *s, sd_error *err) {
+    if (!s) return err_set(err, SD_ERR_ARG, "NULL session");
+    if (s->status && err) *err = s->err;
+    return s->status;
+}
+
+void sd_session_stats(const sd_session *s, sd_spec_stats *stats) {
+    if (!s || !stats) return;
+    *stats = s->stats;
+    stats->n_gen = s->n_gen;
+}
+
+void sd_session_free(sd_session *s) {
+    if (!s) return;
+    if (s->target && s->state != SES_EMPTY) {
+        sd_kv_truncate(s->target, s->seq, 0, NULL);
+        if (s->sp.method == SD_SPEC_DRAFT && s->sp.draft_ctx) sd_kv_truncate(s->sp.draft_ctx, s->seq, 0, NULL);
+    }
+    method_free(&s->meth);
+    if (s->own_smp) sd_sampler_free(s->smp);
+    round_free(s);
+    free(s->hist);
+    free(s);
+}

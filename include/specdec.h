@@ -366,6 +366,7 @@ typedef struct sd_spec_stats {
     int n_rounds;    /* target verification passes */
     int n_drafted;   /* draft tokens proposed */
     int n_accepted;  /* draft tokens accepted */
+    int n_branch_rounds; /* token trees: rounds whose accepted path was not a prefix of the block (K/V rows moved) */
     double t_prompt_s;              /* prefill of target (and draft) */
     double t_gen_s;                 /* the whole generation after the prefill */
     double t_draft_s, t_verify_s;   /* parts of t_gen_s: drafting, target verification passes */

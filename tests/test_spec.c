@@ -258,6 +258,55 @@ static void acceptance_distribution(void) {
     sd_sampler_free(s);
 }
 
+/* Multi-candidate rejection sampling over a tree (accept_tree): the first emitted token follows p whatever the
+ * children — three drafted from their own q's, or three rank-chosen one-hot candidates — and a broken residual is
+ * caught by the same test. */
+static void tree_acceptance_distribution(void) {
+    enum { V = 8, K = 3 };
+    const float p[V] = {0.30f, 0.05f, 0.20f, 0.10f, 0.15f, 0.02f, 0.08f, 0.10f};
+    const float q0[K][V] = {{0.10f, 0.30f, 0.05f, 0.20f, 0.05f, 0.20f, 0.05f, 0.05f},
+                            {0.40f, 0.10f, 0.10f, 0.10f, 0.10f, 0.10f, 0.05f, 0.05f},
+                            {0.05f, 0.05f, 0.05f, 0.05f, 0.50f, 0.10f, 0.10f, 0.10f}};
+    sd_sampler_params sp = sd_sampler_default_params();
+    sp.temp = 1;
+    sp.top_k = 0, sp.top_p = 1, sp.min_p = 0; /* p itself, unprocessed */
+    sp.seed = 11;
+    sd_sampler *s, *drafts;
+    sd_sampler_new(&sp, V, &s, NULL);
+    sp.seed = 12;
+    sd_sampler_new(&sp, V, &drafts, NULL);
+    float logits[(K + 1) * V], q[K * V], pw[V], scratch[V];
+    for (int i = 0; i < V; i++) logits[i] = logf(p[i]);
+    for (int i = V; i < (K + 1) * V; i++) logits[i] = 0; /* the children's own rows: uniform */
+    memcpy(q, q0, sizeof q);
+    int32_t tok[K], par[K] = {-1, -1, -1}, hist[K + 1], path[K], next;
+    double pd[V];
+    for (int i = 0; i < V; i++) pd[i] = p[i];
+    const int N = 200000;
+    for (int variant = 0; variant < 3; variant++) { /* 0: q children, 1: one-hot children, 2: broken residual */
+        int counts[V] = {0};
+        draft_tree t = {.token = tok, .parent = par, .q = q, .onehot = variant == 1};
+        for (int n = 0; n < N; n++) {
+            for (int j = 0; j < K; j++)
+                tok[j] = variant == 1 ? (int32_t)((n + 3 * j) % V) : sd_sampler_draw(drafts, q + j * V);
+            int acc = accept_tree(&t, K, logits, V, s, hist, 0, pw, scratch, path, &next,
+                                  variant == 2 ? broken_residual : NULL);
+            counts[acc ? tok[path[0]] : next]++;
+        }
+        int dof;
+        double c = chi2(counts, pd, V, N, &dof);
+        if (variant < 2)
+            CHECK(chi2_ok(c, dof), "tree acceptance (%s children): chi2 %.1f (%d dof)", variant ? "one-hot" : "q", c, dof);
+        else
+            CHECK(!chi2_ok(c, dof), "tree acceptance: a broken residual rule went undetected: chi2 %.1f (%d dof)", c, dof);
+        printf("  tree acceptance, 3 %-16s chi2 = %8.1f (%d dof) -> %s\n",
+               variant == 0 ? "q children:" : variant == 1 ? "one-hot children:" : "BROKEN residual:", c, dof,
+               chi2_ok(c, dof) ? "matches p" : "rejected");
+    }
+    sd_sampler_free(s);
+    sd_sampler_free(drafts);
+}
+
 /* First token of sd_spec_generate under sampling (target stories-ee, draft stories260K: p != q) vs the target. */
 static void engine_first_token(void) {
     sd_model *tm = load("models/stories-ee.gguf", NULL), *dm = load("models/stories260K.gguf", NULL);
@@ -440,6 +489,7 @@ int main(void) {
     int n_predict = scale() < 1 ? 24 : 48;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) greedy_equivalence(&cases[i], n_predict, true);
     acceptance_distribution();
+    tree_acceptance_distribution();
     engine_first_token();
     bad_input();
     return tl_finish("test_spec");

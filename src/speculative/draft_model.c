@@ -1,6 +1,12 @@
 /* draft_model: a separate (smaller or cheaper) model with its own context and KV cache, kept in step with the
  * target's history: after each round its cache is cut back to the longest prefix of the new history it has
- * seen, and the next draft first feeds what it has not (at least the pending token). */
+ * seen, and the next draft first feeds what it has not (at least the pending token).
+ * Chains: one token at a time, asking the controller. Token trees (tree_nodes > 0; SWIFT-style, methods.md 4):
+ * level by level, each node of the newest level gets the top-c tokens of its draft distribution as children, c by
+ * the node's top-1 probability (the tree_conf buckets), until the node budget or the depth bound; the tree so far
+ * runs as one tree block in the draft cache to give the new level's distributions (the same bits as one node at a
+ * time), and the draft cache is cut back to the history after the round. Tree children are one-hot (chosen by
+ * rank), so acceptance is the multi-candidate rule for deterministic candidates. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +23,14 @@ typedef struct model_drafter {
     int V, n_batch;
     int len;         /* tokens of hist in the draft cache */
     float *logits;   /* [V] */
+    /* trees */
+    int tree_nodes, n_conf, topk[8];
+    float conf[7];
+    float *tl;       /* [n_batch][V] draft logits of the tree's newest level */
+    float *probs;    /* [V] */
+    int32_t *tpos;   /* [n_batch] tree block positions */
+    uint8_t *twant;  /* [n_batch] */
+    int *depth;      /* [n_batch] depth of each node (1 = child of the root) */
 } model_drafter;
 
 /* Feeds hist[from..to) in blocks; logits of the last position into md->logits. */
@@ -40,10 +54,88 @@ static sd_status md_begin(drafter *d, const int32_t *hist, int n, sd_error *err)
     return st;
 }
 
+/* Writes the path root -> node (exclusive of the root) into hist[n ..]; returns its length. */
+static int path_into(const draft_tree *t, int node, int32_t *hist, int n, const int *depth) {
+    int d = node < 0 ? 0 : depth[node];
+    for (int j = node, i = d - 1; j >= 0; j = t->parent[j], i--) hist[n + i] = t->token[j];
+    return d;
+}
+
+/* Children per node by its top-1 probability (SWIFT's buckets). */
+static int children_for(const model_drafter *md, float top1) {
+    int i = 0;
+    while (i < md->n_conf && top1 >= md->conf[i]) i++;
+    return md->topk[i];
+}
+
+static int md_draft_tree(model_drafter *md, int32_t *hist, int n, int max_depth, draft_tree *t, sd_error *err) {
+    const int V = md->V;
+    int budget = t->max_nodes < md->tree_nodes ? t->max_nodes : md->tree_nodes;
+    if (budget > md->n_batch) budget = md->n_batch;
+    t->onehot = true;
+    int k = 0, fb = -1, fe = 0; /* the newest level: nodes [fb, fe) (fb = -1: the root alone) */
+    for (int dep = 1; dep <= max_depth && k < budget; dep++) {
+        const int k0 = k;
+        /* nodes kept back for the deeper levels, so that the tree always holds the chain of top-1 tokens as deep as
+         * a chain drafter would go (node 0 of each level is the top-1 child of the previous level's node 0) */
+        const int level_cap = budget - (max_depth - dep);
+        for (int par = fb; par < fe && k < budget; par++) {
+            const float *row = par < 0 ? md->logits : md->tl + (size_t)(par - fb) * V;
+            const float *score = row;
+            int32_t best = accept_argmax(row, V);
+            float top1;
+            if (md->greedy) {
+                top1 = accept_top1_prob(row, V, best, 1.0f);
+            } else { /* rank by the processed distribution (penalty history: the path) */
+                int len = path_into(t, par, hist, n, md->depth);
+                sd_sampler_probs(md->smp, row, hist, n + len, md->probs);
+                score = md->probs;
+                best = accept_argmax(score, V);
+                top1 = score[best];
+            }
+            int c = children_for(md, top1);
+            /* the c best tokens, best first (lowest id on ties) */
+            for (int j = 0; j < c && k < budget && (k < level_cap || k == k0); j++) {
+                int32_t x = -1;
+                for (int v = 0; v < V; v++) {
+                    if (x >= 0 && !(score[v] > score[x])) continue;
+                    bool taken = false;
+                    for (int i = k - j; i < k && !taken; i++) taken = t->token[i] == v;
+                    if (!taken) x = v;
+                }
+                if (x < 0 || (!md->greedy && score[x] <= 0.0f)) break;
+                t->token[k] = x;
+                t->parent[k] = par;
+                md->depth[k] = dep;
+                k++;
+            }
+        }
+        if (k == k0) break;
+        fb = k0;
+        fe = k;
+        if (dep == max_depth || k >= budget) break;
+        /* the tree so far, as one block after the history: logits of the newest level */
+        sd_kv_truncate(md->ctx, md->seq, n, NULL);
+        for (int j = 0; j < k; j++) {
+            md->tpos[j] = n - 1 + md->depth[j];
+            md->twant[j] = j >= fb;
+        }
+        sd_block b = {.n = k, .token = t->token, .parent = t->parent, .pos = md->tpos, .seq_all = md->seq};
+        sd_forward_args a = {.want_logits = md->twant, .logits = md->tl};
+        if (sd_forward(md->ctx, &b, &a, err)) {
+            err_prefix(err, "draft model: ");
+            return -1;
+        }
+    }
+    sd_kv_truncate(md->ctx, md->seq, n, NULL);
+    return k;
+}
+
 static int md_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tree *t, sd_error *err) {
     model_drafter *md = (model_drafter *)d;
     t->onehot = false;
     if (feed(md, hist, md->len, n, true, err)) return -1;
+    if (md->tree_nodes > 0) return md_draft_tree(md, hist, n, max, t, err);
     int k = 0;
     while (k < max) {
         float top1, *qk = md->greedy ? NULL : t->q + (size_t)k * md->V;
@@ -78,12 +170,16 @@ static void md_free(drafter *d) {
     model_drafter *md = (model_drafter *)d;
     sd_sampler_free(md->smp);
     free(md->logits);
+    free(md->tl);
+    free(md->probs);
+    free(md->tpos);
+    free(md->twant);
+    free(md->depth);
     free(md);
 }
 
 drafter *drafter_model_new(sd_ctx *dctx, int seq, const sd_sampler *smp, const sd_spec_params *spp, sd_error *err) {
     model_drafter *md = calloc(1, sizeof *md);
-    (void)spp;
     sd_model_info info;
     sd_model_get_info(sd_ctx_model(dctx), &info);
     sd_sampler_params sp;
@@ -91,10 +187,7 @@ drafter *drafter_model_new(sd_ctx *dctx, int seq, const sd_sampler *smp, const s
     sp.seed = sp.seed * 0x9e3779b97f4a7c15ull + 0x5bd1e995u; /* the draft's own stream */
     if (!md || sd_sampler_new(&sp, info.n_vocab, &md->smp, err) != SD_OK ||
         !(md->logits = malloc((size_t)info.n_vocab * sizeof(float)))) {
-        if (md) {
-            sd_sampler_free(md->smp);
-            free(md);
-        }
+        if (md) md_free(&md->base);
         err_set(err, SD_ERR_NOMEM, "out of memory creating the draft model's drafter");
         return NULL;
     }
@@ -104,5 +197,22 @@ drafter *drafter_model_new(sd_ctx *dctx, int seq, const sd_sampler *smp, const s
     md->greedy = sd_sampler_is_greedy(smp);
     md->V = info.n_vocab;
     md->n_batch = sd_ctx_n_batch(dctx);
+    if (spp->tree_nodes > 0) {
+        const size_t B = (size_t)md->n_batch, V = (size_t)info.n_vocab;
+        md->tree_nodes = spp->tree_nodes;
+        md->n_conf = spp->n_tree_conf;
+        memcpy(md->topk, spp->tree_topk, sizeof md->topk);
+        memcpy(md->conf, spp->tree_conf, sizeof md->conf);
+        md->tl = malloc(B * V * sizeof(float));
+        md->probs = malloc(V * sizeof(float));
+        md->tpos = malloc(B * sizeof *md->tpos);
+        md->twant = malloc(B);
+        md->depth = malloc(B * sizeof *md->depth);
+        if (!md->tl || !md->probs || !md->tpos || !md->twant || !md->depth) {
+            md_free(&md->base);
+            err_set(err, SD_ERR_NOMEM, "out of memory creating the draft model's tree drafter");
+            return NULL;
+        }
+    }
     return &md->base;
 }

@@ -25,6 +25,23 @@ sd_status method_check(sd_ctx *target, const sd_spec_params *sp, sd_error *err) 
         return err_set(err, SD_ERR_ARG, "n-gram sizes %d..%d: need 1 <= min <= max <= 64", sp->ngram_min, sp->ngram_max);
     if (sp->exit_heads && sp->exit_heads->n_embd != sd_ctx_model(target)->hp.n_embd)
         return err_set(err, SD_ERR_ARG, "exit heads are for another model");
+    if (sp->tree_nodes < 0 || sp->tree_nodes > 256)
+        return err_set(err, SD_ERR_ARG, "tree nodes %d must be in [0, 256] (0: chains)", sp->tree_nodes);
+    if (sp->tree_nodes > 0) {
+        if (sp->method != SD_SPEC_DRAFT) return err_set(err, SD_ERR_ARG, "token trees need the draft-model method");
+        if (sp->tree_nodes > sd_ctx_n_batch(target) - 1)
+            return err_set(err, SD_ERR_ARG, "a tree of %d nodes needs a verification block of %d but n_batch is %d",
+                           sp->tree_nodes, sp->tree_nodes + 1, sd_ctx_n_batch(target));
+        if (sp->n_tree_conf < 0 || sp->n_tree_conf > 7)
+            return err_set(err, SD_ERR_ARG, "%d tree confidence bounds (0..7 allowed)", sp->n_tree_conf);
+        for (int i = 0; i <= sp->n_tree_conf; i++)
+            if (sp->tree_topk[i] < 1 || sp->tree_topk[i] > 64)
+                return err_set(err, SD_ERR_ARG, "tree top-k %d (bucket %d) must be in [1, 64]", sp->tree_topk[i], i);
+        for (int i = 0; i < sp->n_tree_conf; i++)
+            if (!(sp->tree_conf[i] > 0 && sp->tree_conf[i] <= 1) || (i > 0 && !(sp->tree_conf[i] > sp->tree_conf[i - 1])))
+                return err_set(err, SD_ERR_ARG, "tree confidence bounds must ascend within (0, 1] (bound %d: %g)", i,
+                               sp->tree_conf[i]);
+    }
     if (sp->method == SD_SPEC_DRAFT) {
         if (!sp->draft_ctx) return err_set(err, SD_ERR_ARG, "speculative method 'draft' needs a draft model");
         if (sd_ctx_n_batch(sp->draft_ctx) < 1) return err_set(err, SD_ERR_ARG, "draft context has no batch");
@@ -69,6 +86,7 @@ int method_max_drafts(const sd_spec_params *sp) {
     int g = sp->gamma > sp->gamma_max ? sp->gamma : sp->gamma_max;
     if (sp->method == SD_SPEC_DEL && sp->del_dmax > g) g = sp->del_dmax;
     if (sp->method == SD_SPEC_SPECBOUND && sp->sb_width > g) g = sp->sb_width;
+    if (sp->tree_nodes > g) g = sp->tree_nodes;
     return g;
 }
 

@@ -273,6 +273,12 @@ static bool propose_round(sd_session *s, fwd_req *r) {
     s->passes0 = sd_ctx_layer_passes(s->target);
     for (int i = 0; i < s->gmax; i++) s->tree.parent[i] = i - 1;
     s->tree.onehot = true;
+    /* tree nodes: every node takes a cell after the pending token in the target's cache (and the draft's) */
+    int cells = s->n_ctx - s->n;
+    if (method_ctx_room(&s->sp, s->n_ctx) - s->n < cells) cells = method_ctx_room(&s->sp, s->n_ctx) - s->n;
+    if (s->n_batch - 1 < cells) cells = s->n_batch - 1;
+    if (s->gmax < cells) cells = s->gmax;
+    s->tree.max_nodes = cells < 0 ? 0 : cells;
     s->k = 0;
     if (d) { /* also with max == 0: a drafter may have per-round state to reset */
         int k = d->draft(d, s->hist, s->n, max, s->meth.c, &s->tree, &e);
@@ -360,6 +366,7 @@ static void commit_round(sd_session *s, const fwd_req *r) {
         cells[0] = 0;
         for (int i = 0; i < acc; i++) cells[i + 1] = s->path[i] + 1;
         sd_kv_keep(s->target, s->seq, base, cells, acc + 1, NULL);
+        s->stats.n_branch_rounds++;
     }
     const int emitted = emit(s, acc, next);
     /* roll back: the target keeps everything but the new pending token (the old pending token and the accepted

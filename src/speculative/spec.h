@@ -28,6 +28,7 @@ typedef struct draft_tree {
     int32_t *parent; /* [gmax] parent node, -1 = the pending token (the root); set to a chain (i - 1) before draft */
     float *q;        /* [gmax][V] draft distribution of each node's token (sampling only; NULL when greedy) */
     bool onehot;     /* the drafter has no distribution (q unused): rank-chosen or looked-up tokens */
+    int max_nodes;   /* set before draft: the most nodes the round's block and caches have room for (trees) */
 } draft_tree;
 
 /* The verification pass of one round: block entry 0 is the root, entry j + 1 is node j. */

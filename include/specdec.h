@@ -339,8 +339,8 @@ typedef struct sd_spec_params {
     float del_omega;                    /* DEL: decay of the statistics (0.95) */
     int del_dmax;                       /* DEL: longest draft (18) */
     int del_init_tokens;                /* DEL: prompt tokens used to initialise the statistics (32) */
-    const int *del_layers;              /* DEL: candidate exit depths (NULL: all 1..L-1) — the bounded mode */
-    int del_n_layers;
+    int del_layers[64];                 /* DEL: candidate exit depths (the first del_n_layers) — the bounded mode */
+    int del_n_layers;                   /* 0: all 1..L-1 */
     int del_every;                      /* DEL: compute shadow tokens every k-th round only (1) — the bounded mode */
     float sb_tau;                       /* SpecBound: exit when max softmax(z_l / T_l) >= tau, tau in (0, 1] (0.8) */
     float sb_alpha;                     /* SpecBound: T_l = 1 + alpha (1 - l/L) (default 1) */
@@ -360,6 +360,62 @@ typedef struct sd_spec_params {
 } sd_spec_params;
 
 sd_spec_params sd_spec_default_params(void);
+
+/* ---------------------------------------------------------------- method registry
+ * Every speculative method, controller and method parameter is declared once, in a registry; everything that reads
+ * methods from text (the CLI's flags, `bench spec --methods`, per-request JSON) parses and validates through it.
+ * Each parameter has a key ("gamma_max", the spelling of --methods entries and JSON objects), a CLI flag
+ * ("--gamma-max"), a type, a range, a default and the methods it applies to. */
+typedef enum sd_spec_param_type {
+    SD_PARAM_INT,
+    SD_PARAM_FLOAT,
+    SD_PARAM_ENUM,       /* one of a fixed set of names (choices) */
+    SD_PARAM_INT_LIST,   /* up to max_count integers, each in [min, max]; written "1+2+3" (the CLI also takes "1,2,3") */
+    SD_PARAM_FLOAT_LIST, /* the same with numbers */
+} sd_spec_param_type;
+
+typedef struct sd_spec_param_info {
+    const char *key;      /* "gamma_max" */
+    const char *cli_flag; /* "--gamma-max" (`specdec generate`) */
+    sd_spec_param_type type;
+    double min, max;      /* range of a number or of each list element (inclusive unless min_open) */
+    bool min_open;        /* the range is (min, max] */
+    int max_count;        /* lists: most elements */
+    const char *choices;  /* enums: the names, '|'-separated ("fixed|conf|fs|dv") */
+    const char *def;      /* the default as text (what sd_spec_default_params() holds) */
+    const char *help;     /* one line */
+    unsigned methods;     /* bit (1u << m) for every sd_spec_method m the parameter applies to */
+} sd_spec_param_info;
+
+/* Static name of a method ("none", "draft", "ngram", "early-exit", "del", "specbound"); "?" for others. */
+const char *sd_spec_method_name(sd_spec_method m);
+sd_status sd_spec_method_from_name(const char *name, sd_spec_method *out, sd_error *err);
+/* Static name of a controller ("fixed", "conf", "fs", "dv"); "?" for others. */
+const char *sd_ctrl_name(sd_ctrl_kind c);
+sd_status sd_ctrl_from_name(const char *name, sd_ctrl_kind *out, sd_error *err);
+
+/* The parameters, for help texts and request schemas: i in [0, sd_spec_n_params()); NULL outside. */
+int sd_spec_n_params(void);
+const sd_spec_param_info *sd_spec_param_at(int i);
+/* The parameter with this key (or, when key starts with "--", this CLI flag); NULL when there is none. */
+const sd_spec_param_info *sd_spec_param_find(const char *key);
+
+/* Sets one parameter by its key (or CLI flag) from text: strict number syntax, range check, enum names, lists
+ * ("+" or "," between elements; "all" or "" = empty where the list may be empty). On failure *sp is unchanged and
+ * the message names the key, the value and what is allowed. The key "method" takes a method name. */
+sd_status sd_spec_set(sd_spec_params *sp, const char *key, const char *value, sd_error *err);
+/* Parses "NAME[:key=value]..." (e.g. "early-exit:exit=4:ctrl=fs", "del:layers=1+2+3") on top of *sp: sets the
+ * method, then each key, rejecting keys that do not apply to the method. On failure *sp is unchanged. */
+sd_status sd_spec_parse(sd_spec_params *sp, const char *text, sd_error *err);
+/* Validates params before any context exists: every value in its range, the cross-parameter rules (ngram_min <=
+ * ngram_max, token trees only with the draft method, tree_topk / tree_conf lengths), and, when target is not
+ * NULL, the model-dependent ones (exit layer, SpecBound depth and DEL candidate depths below the target's layer
+ * count; exit heads for this model; the draft method needs a draft model — `draft`, or sp->draft_ctx's — with a
+ * vocabulary compatible with the target's). sd_spec_generate runs the same checks (plus the context's limits). */
+sd_status sd_spec_check(const sd_model *target, const sd_model *draft, const sd_spec_params *sp, sd_error *err);
+/* sd_spec_check against the target context's model and draft context, plus the context's limits (a round's
+ * verification block — gamma + 1, SpecBound's width + 1, tree_nodes + 1 — must fit n_batch). */
+sd_status sd_spec_check_ctx(sd_ctx *target, const sd_spec_params *sp, sd_error *err);
 
 typedef struct sd_spec_stats {
     int n_prompt, n_gen;

@@ -93,6 +93,29 @@ for args in "--spec early-exit --exit-layer 2" "--spec del" "--spec specbound --
 done
 rm -f "$heads"
 
+# the method registry: generated help, new flags, and every method checked before any work
+$CLI generate --help | grep -q -- "--tree-topk N,N" && $CLI generate --help | grep -q -- "--del-init N" && ok || bad "generate --help lists the registry"
+$CLI bench spec --help | grep -q "tree_nodes=N" && $CLI bench spec --help | grep -q "layers=N+N" && ok || bad "bench spec --help lists the registry"
+$CLI generate -m "$M260" -p "Once upon a time" -n 30 --temp 0 --spec draft --draft-model "$M260" --tree-nodes 12 --tree-topk 4,2,1 --tree-conf 0.5,0.9 --compare >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "identical to plain greedy" "$err"; then ok; else bad "tree flags: $(cat "$err")"; fi
+expect_err "tree with ngram" "token trees need --spec draft" generate -m "$M260" -p hi --spec ngram --tree-nodes 8
+expect_err "tree_topk / tree_conf lengths" "tree_conf has 3 bounds" generate -m "$M260" -p hi --spec draft --draft-model "$M260" --tree-nodes 8 --tree-topk 4,2
+expect_err "tree_conf out of range" "\-\-tree-conf 0.5,2" generate -m "$M260" -p hi --spec draft --draft-model "$M260" --tree-conf 0.5,2
+expect_err "del layer = L" "depth 5 is out of range" generate -m "$M260" -p hi --spec del --del-layers 1,5
+expect_err "ngram min > max" "ngram-min" generate -m "$M260" -p hi --spec ngram --ngram-min 4
+PROMPTS="$SHARED/data/spec_bench_dev.jsonl"
+t0=$(date +%s%N)
+$CLI bench spec -m "$M260" --prompts "$PROMPTS" --methods ngram,early-exit:exit=100 -t 1 >"$out" 2>"$err"
+rc=$?; t1=$(date +%s%N)
+if [ $rc -ne 0 ] && grep -q "exit=100: the exit layer must be in \[1, 4\]" "$err" && [ ! -s "$out" ] && ! grep -q "question" "$err" &&
+   [ $(( (t1 - t0) / 1000000 )) -lt 2000 ]; then ok; else bad "bench spec exit=100 before the baseline (rc $rc, $(( (t1 - t0) / 1000000 )) ms): $(cat "$out" "$err")"; fi
+expect_err "bench spec unknown key" "unknown key 'bogus'" bench spec -m "$M260" --prompts "$PROMPTS" --methods early-exit:bogus=1
+expect_err "bench spec key of another method" "key 'tau' does not apply to method ngram" bench spec -m "$M260" --prompts "$PROMPTS" --methods ngram:tau=0.5
+expect_err "bench spec value out of range" "gamma=0" bench spec -m "$M260" --prompts "$PROMPTS" --methods ngram:gamma=0
+expect_err "bench spec unknown method" "magic" bench spec -m "$M260" --prompts "$PROMPTS" --methods magic
+$CLI bench spec -m "$M260" --prompts "$SHARED/data/stories_dev.jsonl" --limit 2 -n 16 -t 1 --methods "ngram:gamma=3:ngram_max=2:label=ng,del:layers=1+3:every=2,specbound:tau=0.5:width=3" >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "| ng |" "$out" && grep -q "every method identical" "$err"; then ok; else bad "bench spec with registry keys: $(cat "$out" "$err")"; fi
+
 # the example program (uses only the public header)
 $BUILD/example_simple "$SHARED/models/stories260K.gguf" "Once upon a time" 30 >"$out" 2>"$err"
 grep -q "there was a little girl named Lily" "$out" && ok || bad "example program: $(cat "$out" "$err")"

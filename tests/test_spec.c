@@ -100,8 +100,8 @@ static void sb_w1(sd_spec_params *sp) { sp->sb_tau = 0.3f, sp->sb_width = 1; }
 static void sb_d1(sd_spec_params *sp) { sp->sb_tau = 0.3f, sp->sb_depth = 1, sp->sb_alpha = 0; }
 static void sb_deep(sd_spec_params *sp) { sp->sb_tau = 0.6f, sp->sb_depth = 7, sp->sb_alpha = 2, sp->sb_width = 16; }
 static void del_bounded(sd_spec_params *sp) {
-    static const int layers[2] = {1, 3};
-    sp->del_layers = layers, sp->del_n_layers = 2, sp->del_every = 3, sp->del_dmax = 6;
+    sp->del_layers[0] = 1, sp->del_layers[1] = 3;
+    sp->del_n_layers = 2, sp->del_every = 3, sp->del_dmax = 6;
 }
 
 static void greedy_equivalence(const pair_case *pc, int n_predict, bool check_caches) {
@@ -148,7 +148,7 @@ static void greedy_equivalence(const pair_case *pc, int n_predict, bool check_ca
                 sp.ctrl = ctrls[ci];
                 if (pc->tweak) pc->tweak(&sp);
                 if (pc->method == SD_SPEC_SPECBOUND && sp.sb_width == 8) sp.sb_width = gammas[gi];
-                if (pc->method == SD_SPEC_DEL && !sp.del_layers) sp.del_dmax = gammas[gi];
+                if (pc->method == SD_SPEC_DEL && !sp.del_n_layers) sp.del_dmax = gammas[gi];
                 round_check rc = {0};
                 rc.ok = true;
                 rc.target = ct;
@@ -444,8 +444,7 @@ static void bad_input(void) {
     CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 4, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG, "SpecBound W = 0");
     sp = sd_spec_default_params();
     sp.method = SD_SPEC_DEL;
-    int badl = 7;
-    sp.del_layers = &badl;
+    sp.del_layers[0] = 7;
     sp.del_n_layers = 1;
     CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 4, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG, "DEL depth 7");
     sd_model_params mp = sd_model_default_params();

@@ -46,33 +46,13 @@ static inline bool cli_float(const char *flag, const char *s, double lo, double 
     *out = (float)v;
     return true;
 }
-/* Speculative method and controller names as the CLI spells them (generate --spec/--ctrl, bench spec --methods):
- * true and *out set, or false after a message naming `flag` and the choices. */
-static inline bool cli_spec_method(const char *flag, const char *s, sd_spec_method *out) {
-    static const char *const names[] = {"none", "draft", "ngram", "early-exit", "del", "specbound"};
-    static const sd_spec_method vals[] = {SD_SPEC_NONE,       SD_SPEC_DRAFT, SD_SPEC_NGRAM,
-                                          SD_SPEC_EARLY_EXIT, SD_SPEC_DEL,   SD_SPEC_SPECBOUND};
-    for (size_t i = 0; s && i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(s, names[i])) {
-            *out = vals[i];
-            return true;
-        }
-    fprintf(stderr, "error: %s expects none, draft, ngram, early-exit, del or specbound, got '%s'\n", flag,
-            s ? s : "(nothing)");
-    return false;
-}
-
-static inline bool cli_spec_ctrl(const char *flag, const char *s, sd_ctrl_kind *out) {
-    static const char *const names[] = {"fixed", "conf", "fs", "dv"};
-    static const sd_ctrl_kind vals[] = {SD_CTRL_FIXED, SD_CTRL_CONF, SD_CTRL_FS, SD_CTRL_DV};
-    for (size_t i = 0; s && i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(s, names[i])) {
-            *out = vals[i];
-            return true;
-        }
-    fprintf(stderr, "error: %s expects fixed, conf, fs or dv, got '%s'\n", flag, s ? s : "(nothing)");
-    return false;
-}
+/* Speculative method parameters (spec_cli.c, from the library's registry). */
+/* Prints one line per registry parameter: generate's flags ("--gamma-max N") when as_keys is false, --methods keys
+ * ("gamma_max=N") when true; each with its help, range, default and the methods it applies to. */
+void cli_spec_help(FILE *f, bool as_keys);
+/* Prints "error: <prefix><msg>" for a failed sd_spec_* call; when the message starts with a registry key ("exit=5:
+ * ...") and flags is true, adds the generate flag that sets it ("(--exit-layer)"). */
+void cli_spec_error(const char *prefix, const char *msg, bool flags);
 
 /* The head of a subcommand's option loop: reads argv[*i] into *flag and, for options with a value, argv[*i + 1]
  * into *val (advancing *i). Returns -1 to go on; otherwise the command's exit status: 0 after printing usage for

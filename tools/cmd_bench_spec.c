@@ -17,7 +17,6 @@ enum { MAX_METHODS = 64, MAX_CATS = 32 };
 typedef struct method {
     char label[96];
     bool plain, use_heads;
-    int layers[64], n_layers;
     sd_spec_params sp;
 } method;
 
@@ -34,11 +33,14 @@ static void usage(FILE *f) {
             "  -m, --model FILE       target model\n"
             "  --prompts FILE         Spec-Bench JSONL (question_id, category, turns); turn 2 follows the model's\n"
             "                         answer to turn 1\n"
-            "  --methods LIST         comma-separated; each NAME[:key=value...] with NAME plain | draft | ngram and keys\n"
-            "                         gamma, gamma_max, ctrl (fixed|conf|fs|dv), p_min, ngram_max, ngram_min, label;\n"
-            "                         early-exit | del | specbound with exit, heads=yes, omega, dmax, every, layers=1+2,\n"
-            "                         tau, alpha, depth, width\n"
-            "                         default: plain,ngram (plain is always run first as the baseline)\n"
+            "  --methods LIST         comma-separated; each NAME[:key=value...] with NAME plain | none | draft | ngram\n"
+            "                         | early-exit | del | specbound (default: plain,ngram; plain is always run first\n"
+            "                         as the baseline). Every method is checked against the model(s) before any run.\n"
+            "                         Keys of every method: label=TEXT (the name in the tables); of early-exit, del\n"
+            "                         and specbound: heads=yes (use --exit-heads). Method keys (the registry's):\n"
+            );
+    cli_spec_help(f, true);
+    fprintf(f,
             "  --draft-model FILE     draft model for 'draft' methods; --draft-type TYPE converts it at load\n"
             "  --exit-heads FILE      trained exit heads, used by methods with heads=yes\n"
             "  -n N                   tokens per turn (default 128; cut to fit the context)\n"
@@ -49,65 +51,42 @@ static void usage(FILE *f) {
             "  --json FILE  --md FILE --plot FILE.svg   also write the results there\n");
 }
 
+/* One --methods entry: "plain", or NAME[:key=value]... parsed by the library's registry (sd_spec_parse) after the
+ * keys of this tool (label, heads) are taken out. */
 static bool parse_method(const char *spec, method *m) {
     memset(m, 0, sizeof *m);
     m->sp = sd_spec_default_params();
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", spec);
-    char *save = NULL, *tok = strtok_r(buf, ":", &save);
-    if (!tok) return false;
-    if (!strcmp(tok, "plain")) m->plain = true;
-    else if (!cli_spec_method("a --methods entry (or plain)", tok, &m->sp.method)) return false;
     snprintf(m->label, sizeof m->label, "%s", spec);
-    for (char *kv = strtok_r(NULL, ":", &save); kv; kv = strtok_r(NULL, ":", &save)) {
-        char *eq = strchr(kv, '=');
-        if (!eq) {
-            fprintf(stderr, "error: '%s' in method '%s' is not key=value\n", kv, spec);
-            return false;
-        }
-        *eq = 0;
-        const char *v = eq + 1;
-        char flag[80];
-        snprintf(flag, sizeof flag, "%s (method %s)", kv, tok);
-        bool ok = true;
-        if (!strcmp(kv, "gamma")) ok = cli_int(flag, v, 1, 256, &m->sp.gamma);
-        else if (!strcmp(kv, "gamma_max")) ok = cli_int(flag, v, 1, 256, &m->sp.gamma_max);
-        else if (!strcmp(kv, "p_min")) ok = cli_float(flag, v, 0, 1, &m->sp.p_min);
-        else if (!strcmp(kv, "ngram_max")) ok = cli_int(flag, v, 1, 64, &m->sp.ngram_max);
-        else if (!strcmp(kv, "ngram_min")) ok = cli_int(flag, v, 1, 64, &m->sp.ngram_min);
-        else if (!strcmp(kv, "label")) snprintf(m->label, sizeof m->label, "%s", v);
-        else if (!strcmp(kv, "exit")) ok = cli_int(flag, v, 1, 1024, &m->sp.exit_layer);
-        else if (!strcmp(kv, "tau")) ok = cli_float(flag, v, 1e-9, 1, &m->sp.sb_tau);
-        else if (!strcmp(kv, "alpha")) ok = cli_float(flag, v, 0, 100, &m->sp.sb_alpha);
-        else if (!strcmp(kv, "depth")) ok = cli_int(flag, v, 1, 1024, &m->sp.sb_depth);
-        else if (!strcmp(kv, "width")) ok = cli_int(flag, v, 1, 256, &m->sp.sb_width);
-        else if (!strcmp(kv, "dmax")) ok = cli_int(flag, v, 1, 256, &m->sp.del_dmax);
-        else if (!strcmp(kv, "every")) ok = cli_int(flag, v, 1, 1 << 20, &m->sp.del_every);
-        else if (!strcmp(kv, "omega")) ok = cli_float(flag, v, 1e-6, 1, &m->sp.del_omega);
-        else if (!strcmp(kv, "heads")) {
+    if (!strcmp(spec, "plain")) {
+        m->plain = true;
+        return true;
+    }
+    char buf[1024], rest[1024];
+    size_t n = 0;
+    if (strlen(spec) >= sizeof buf) {
+        fprintf(stderr, "error: method '%.40s...' is too long\n", spec);
+        return false;
+    }
+    snprintf(buf, sizeof buf, "%s", spec);
+    rest[0] = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ":", &save); t; t = strtok_r(NULL, ":", &save)) {
+        if (!strncmp(t, "label=", 6)) snprintf(m->label, sizeof m->label, "%s", t + 6);
+        else if (!strncmp(t, "heads=", 6)) {
+            const char *v = t + 6;
             if (!strcmp(v, "1") || !strcmp(v, "yes")) m->use_heads = true;
-            else if (strcmp(v, "0") && strcmp(v, "no")) ok = false, fprintf(stderr, "error: heads=%s (yes or no)\n", v);
-        } else if (!strcmp(kv, "layers")) {
-            m->n_layers = 0;
-            for (const char *q = v; *q;) {
-                char *end;
-                long dl = strtol(q, &end, 10);
-                if (end == q || dl < 1 || m->n_layers == 64) {
-                    fprintf(stderr, "error: layers=%s: a list like 1+2+3\n", v);
-                    return false;
-                }
-                m->layers[m->n_layers++] = (int)dl;
-                q = *end == '+' ? end + 1 : end;
+            else if (strcmp(v, "0") && strcmp(v, "no")) {
+                fprintf(stderr, "error: method '%s': heads=%s (yes or no)\n", spec, v);
+                return false;
             }
-            m->sp.del_layers = m->layers;
-            m->sp.del_n_layers = m->n_layers;
-        }
-        else if (!strcmp(kv, "ctrl")) ok = cli_spec_ctrl(flag, v, &m->sp.ctrl);
-        else {
-            fprintf(stderr, "error: unknown key '%s' in method '%s'\n", kv, spec);
-            ok = false;
-        }
-        if (!ok) return false;
+        } else n += (size_t)snprintf(rest + n, sizeof rest - n, "%s%s", n ? ":" : "", t);
+    }
+    sd_error err;
+    if (sd_spec_parse(&m->sp, rest, &err) != SD_OK) {
+        char prefix[160];
+        snprintf(prefix, sizeof prefix, "--methods entry '%s': ", spec);
+        cli_spec_error(prefix, err.msg, false);
+        return false;
     }
     return true;
 }
@@ -340,6 +319,14 @@ int cmd_bench_spec(int argc, char **argv) {
         }
         for (int m = 0; m < n_m; m++)
             if (ms[m].use_heads) ms[m].sp.exit_heads = heads;
+    }
+    for (int m = 1; m < n_m; m++) { /* every method against the model(s) and the context before any run */
+        if (sd_spec_check_ctx(ctx, &ms[m].sp, &err) != SD_OK) {
+            char prefix[160];
+            snprintf(prefix, sizeof prefix, "method '%s': ", ms[m].label);
+            cli_spec_error(prefix, err.msg, false);
+            goto done;
+        }
     }
     char tplbuf[256] = "";
     tpl_kind tpl = TPL_PLAIN;

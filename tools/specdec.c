@@ -43,31 +43,16 @@ static void usage_generate(FILE *f) {
             "      --repeat-last-n N   window of the penalty (default 64)\n"
             "  -s, --seed S            RNG seed (default: from the clock, printed to stderr)\n"
             "speculative decoding (lossless: greedy output == plain greedy output):\n"
-            "      --spec METHOD       none (default) | draft (a separate draft model) | ngram (prompt lookup)\n"
-            "                          | early-exit (LayerSkip: the target's first --exit-layer layers draft)\n"
-            "                          | del (DEL: exit depth and length chosen every round from shadow-token stats)\n"
-            "                          | specbound (per-token exit by annealed confidence, depth/width bounds)\n"
             "      --compare           also run plain decoding on the same prompt and print the speedup\n"
-            "  separate draft model:\n"
             "      --draft-model FILE  the draft model for --spec draft (same tokenizer as the target)\n"
             "      --draft-type TYPE   convert the draft's weights at load: f32|f16|bf16|q8_0|q4_0 (e.g. the target\n"
             "                          file itself as a q4_0 self-draft)\n"
-            "  draft length (draft, ngram, early-exit):\n"
-            "      --ctrl CTRL         fixed (default) | conf (stop below --p-min) | fs (+-1 per round)\n"
-            "                          | dv (Draft&Verify adaptive threshold)\n"
-            "      --gamma G           drafts per round (fixed), initial length (fs); default 5\n"
-            "      --gamma-max M       bound for conf/fs/dv (default 16)\n"
-            "      --p-min P           conf-stop threshold (default 0.75)\n"
-            "      --dv-target A       DV target acceptance (default 0.8); --dv-eps E step (default 0.01)\n"
-            "  n-gram lookup:\n"
-            "      --ngram-max N       longest n-gram looked up (default 3); --ngram-min N shortest (default 1)\n"
-            "  self-speculation (early-exit, del, specbound):\n"
-            "      --exit-layer E      early exit: layers the draft runs (1..L-1, default L/2)\n"
             "      --exit-heads FILE   trained exit heads (specdec train exit-heads) instead of the shared LM head\n"
-            "      --del-omega W (0.95)  --del-dmax D (18)  --del-init N (32 prompt tokens)\n"
-            "      --del-layers LIST   DEL bounded mode: candidate exit depths (default all 1..L-1)\n"
-            "      --del-every K       DEL bounded mode: shadow tokens every K-th round only (default 1)\n"
-            "      --sb-tau T (0.8)  --sb-alpha A (1.0)  --sb-depth D (3L/4)  --sb-width W (8)\n"
+            "                          (early-exit, del, specbound)\n"
+            "  method parameters (the same keys as bench spec --methods and the library's sd_spec_set;\n"
+            "  lists take ',' between values):\n");
+    cli_spec_help(f, false);
+    fprintf(f,
             "engine:\n"
             "  -t, --threads N         threads (default: online CPUs)\n"
             "  -c, --ctx-size N        context size (default: the model's training context)\n"
@@ -122,8 +107,8 @@ int cmd_generate(int argc, char **argv) {
     sd_ctx_params cp = sd_ctx_default_params();
     sd_spec_params spec = sd_spec_default_params();
     const char *draft_path = NULL, *draft_type = NULL, *heads_path = NULL;
-    int del_layers[64], del_n = 0;
     sd_exit_heads *heads = NULL;
+    sd_error serr = {0};
     bool compare = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -153,43 +138,16 @@ int cmd_generate(int argc, char **argv) {
         else if (IS("--min-p", "--min-p")) { NEED(); if (!cli_float(a, v, 0, 1, &sp.min_p)) return 2; }
         else if (IS("--repeat-penalty", "--repeat-penalty")) { NEED(); if (!cli_float(a, v, 1e-6, 1e6, &sp.repeat_penalty)) return 2; }
         else if (IS("--repeat-last-n", "--repeat-last-n")) { NEED(); if (!cli_int(a, v, 0, 1 << 24, &sp.repeat_last_n)) return 2; }
-        else if (IS("--spec", "--spec")) { NEED(); if (!cli_spec_method(a, v, &spec.method)) return 2; }
-        else if (IS("--ctrl", "--ctrl")) { NEED(); if (!cli_spec_ctrl(a, v, &spec.ctrl)) return 2; }
         else if (IS("--draft-model", "--draft-model")) { NEED(); draft_path = v; }
         else if (IS("--draft-type", "--draft-type")) { NEED(); draft_type = v; }
-        else if (IS("--gamma", "--gamma")) { NEED(); if (!cli_int(a, v, 1, 256, &spec.gamma)) return 2; }
-        else if (IS("--gamma-max", "--gamma-max")) { NEED(); if (!cli_int(a, v, 1, 256, &spec.gamma_max)) return 2; }
-        else if (IS("--p-min", "--p-min")) { NEED(); if (!cli_float(a, v, 0, 1, &spec.p_min)) return 2; }
-        else if (IS("--dv-target", "--dv-target")) { NEED(); if (!cli_float(a, v, 1e-6, 1, &spec.dv_target)) return 2; }
-        else if (IS("--dv-eps", "--dv-eps")) { NEED(); if (!cli_float(a, v, 0, 0.5, &spec.dv_eps)) return 2; }
-        else if (IS("--ngram-max", "--ngram-max")) { NEED(); if (!cli_int(a, v, 1, 64, &spec.ngram_max)) return 2; }
-        else if (IS("--ngram-min", "--ngram-min")) { NEED(); if (!cli_int(a, v, 1, 64, &spec.ngram_min)) return 2; }
         else if (IS("--compare", "--compare")) compare = true;
-        else if (IS("--exit-layer", "--exit-layer")) { NEED(); if (!cli_int(a, v, 1, 1024, &spec.exit_layer)) return 2; }
         else if (IS("--exit-heads", "--exit-heads")) { NEED(); heads_path = v; }
-        else if (IS("--sb-tau", "--sb-tau")) { NEED(); if (!cli_float(a, v, 1e-9, 1, &spec.sb_tau)) return 2; }
-        else if (IS("--sb-alpha", "--sb-alpha")) { NEED(); if (!cli_float(a, v, 0, 100, &spec.sb_alpha)) return 2; }
-        else if (IS("--sb-depth", "--sb-depth")) { NEED(); if (!cli_int(a, v, 1, 1024, &spec.sb_depth)) return 2; }
-        else if (IS("--sb-width", "--sb-width")) { NEED(); if (!cli_int(a, v, 1, 256, &spec.sb_width)) return 2; }
-        else if (IS("--del-omega", "--del-omega")) { NEED(); if (!cli_float(a, v, 1e-6, 1, &spec.del_omega)) return 2; }
-        else if (IS("--del-dmax", "--del-dmax")) { NEED(); if (!cli_int(a, v, 1, 256, &spec.del_dmax)) return 2; }
-        else if (IS("--del-every", "--del-every")) { NEED(); if (!cli_int(a, v, 1, 1 << 20, &spec.del_every)) return 2; }
-        else if (IS("--del-init", "--del-init")) { NEED(); if (!cli_int(a, v, 0, 4096, &spec.del_init_tokens)) return 2; }
-        else if (IS("--del-layers", "--del-layers")) {
+        else if (a[0] == '-' && a[1] == '-' && sd_spec_param_find(a)) { /* a method parameter from the registry */
             NEED();
-            del_n = 0;
-            for (const char *q = v; *q;) {
-                char *end;
-                long dl = strtol(q, &end, 10);
-                if (end == q || dl < 1 || dl > 1024 || del_n == 64) {
-                    fprintf(stderr, "error: --del-layers expects a list like 2,3,4, got '%s'\n", v);
-                    return 2;
-                }
-                del_layers[del_n++] = (int)dl;
-                q = *end == ',' ? end + 1 : end;
+            if (sd_spec_set(&spec, a, v, &serr) != SD_OK) {
+                cli_spec_error("", serr.msg, false);
+                return 2;
             }
-            spec.del_layers = del_layers;
-            spec.del_n_layers = del_n;
         }
         else if (IS("-s", "--seed")) {
             NEED();
@@ -234,8 +192,8 @@ int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "error: --draft-model/--draft-type need --spec draft\n");
         return 2;
     }
-    if (spec.ngram_min > spec.ngram_max) {
-        fprintf(stderr, "error: --ngram-min %d is larger than --ngram-max %d\n", spec.ngram_min, spec.ngram_max);
+    if (sd_spec_check(NULL, NULL, &spec, &serr) != SD_OK) { /* what needs no model, before loading one */
+        cli_spec_error("", serr.msg, true);
         return 2;
     }
 
@@ -256,10 +214,6 @@ int cmd_generate(int argc, char **argv) {
     sd_model_get_info(model, &info);
     fprintf(stderr, "model: %s (%s, %s weights, %d layers, dim %d, vocab %d, %.1f MiB)\n", model_path, info.arch,
             info.weight_type, info.n_layer, info.n_embd, info.n_vocab, (double)info.weight_bytes / (1 << 20));
-    if (sd_ctx_new(model, &cp, &ctx, &err) != SD_OK) {
-        fprintf(stderr, "error: %s\n", err.msg);
-        goto done;
-    }
     if (spec.method == SD_SPEC_DRAFT) {
         sd_model_params dp = sd_model_default_params();
         dp.convert_type = draft_type;
@@ -275,13 +229,6 @@ int cmd_generate(int argc, char **argv) {
         sd_model_get_info(dmodel, &di);
         fprintf(stderr, "draft: %s (%s weights%s, %d layers, dim %d, %.1f MiB)\n", draft_path, di.weight_type,
                 draft_type ? ", converted at load" : "", di.n_layer, di.n_embd, (double)di.weight_bytes / (1 << 20));
-        sd_ctx_params dcp = cp;
-        dcp.n_ctx = sd_ctx_n_ctx(ctx);
-        if (sd_ctx_new(dmodel, &dcp, &dctx, &err) != SD_OK) {
-            fprintf(stderr, "error: draft context: %s\n", err.msg);
-            goto done;
-        }
-        spec.draft_ctx = dctx;
     }
     if (heads_path) {
         if (sd_exit_heads_load(model, heads_path, &heads, &err) != SD_OK) {
@@ -290,14 +237,25 @@ int cmd_generate(int argc, char **argv) {
         }
         spec.exit_heads = heads;
     }
-    if (spec.method == SD_SPEC_SPECBOUND && spec.sb_depth >= info.n_layer) {
-        fprintf(stderr, "error: --sb-depth %d: the depth bound must be in [1, %d] for this %d-layer model\n", spec.sb_depth,
-                info.n_layer - 1, info.n_layer);
+    if (sd_spec_check(model, dmodel, &spec, &err) != SD_OK) { /* against the models, before any context */
+        cli_spec_error("", err.msg, true);
         goto done;
     }
-    if ((spec.method == SD_SPEC_EARLY_EXIT || spec.method == SD_SPEC_DEL) && spec.exit_layer >= info.n_layer) {
-        fprintf(stderr, "error: --exit-layer %d: the draft runs layers [0, E) with 1 <= E <= %d for this %d-layer model\n",
-                spec.exit_layer, info.n_layer - 1, info.n_layer);
+    if (sd_ctx_new(model, &cp, &ctx, &err) != SD_OK) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        goto done;
+    }
+    if (dmodel) {
+        sd_ctx_params dcp = cp;
+        dcp.n_ctx = sd_ctx_n_ctx(ctx);
+        if (sd_ctx_new(dmodel, &dcp, &dctx, &err) != SD_OK) {
+            fprintf(stderr, "error: draft context: %s\n", err.msg);
+            goto done;
+        }
+        spec.draft_ctx = dctx;
+    }
+    if (sd_spec_check_ctx(ctx, &spec, &err) != SD_OK) { /* the context's limits (n_batch) */
+        cli_spec_error("", err.msg, true);
         goto done;
     }
     if (sd_sampler_new(&sp, info.n_vocab, &smp, &err) != SD_OK) {

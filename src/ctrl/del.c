@@ -18,7 +18,7 @@ del_state *del_new(int L, const sd_spec_params *sp) {
         del_free(d);
         return NULL;
     }
-    if (sp->del_layers && sp->del_n_layers > 0) {
+    if (sp->del_n_layers > 0) {
         for (int i = 0; i < sp->del_n_layers; i++)
             if (sp->del_layers[i] >= 1 && sp->del_layers[i] < L) d->cand[sp->del_layers[i]] = true;
     } else {

@@ -1,0 +1,459 @@
+/* registry: the one table of speculative method parameters, and the parsing and validation built on it. */
+#include "speculative/registry.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/exit_heads.h"
+#include "model/model.h"
+#include "util/err.h"
+
+static const char *const METHOD_NAMES[] = {"none", "draft", "ngram", "early-exit", "del", "specbound"};
+static const char *const CTRL_NAMES[] = {"fixed", "conf", "fs", "dv"};
+enum { N_METHODS = 6, N_CTRLS = 4, MAX_LIST = 64 };
+
+enum { NO_COUNT = -1 };
+
+typedef struct spec_param {
+    sd_spec_param_info info;
+    size_t off;               /* the field of sd_spec_params */
+    int count_off;            /* lists: offset of the int holding the length; NO_COUNT: the length is where the
+                                 array's nonzero prefix ends (the rest is zeroed) */
+    const char *empty_word;   /* lists that may be empty: how the empty list is written ("all"); NULL: never empty */
+} spec_param;
+
+#define F(field) offsetof(sd_spec_params, field)
+#define CAP(field) ((int)(sizeof ((sd_spec_params *)0)->field / sizeof ((sd_spec_params *)0)->field[0]))
+#define MM(m) SD_MASK(SD_SPEC_##m)
+
+static const spec_param PARAMS[] = {
+    {{"method", "--spec", SD_PARAM_ENUM, 0, 0, false, 0, "none|draft|ngram|early-exit|del|specbound", "none",
+      "speculative method", SD_MASK_ANY},
+     F(method), NO_COUNT, NULL},
+    {{"ctrl", "--ctrl", SD_PARAM_ENUM, 0, 0, false, 0, "fixed|conf|fs|dv", "fixed",
+      "draft length: fixed | conf (stop below p_min) | fs (+-1 per round) | dv (Draft&Verify threshold)",
+      SD_MASK_CHAIN},
+     F(ctrl), NO_COUNT, NULL},
+    {{"gamma", "--gamma", SD_PARAM_INT, 1, 256, false, 0, NULL, "5", "drafts per round (fixed), initial length (fs)",
+      SD_MASK_CHAIN},
+     F(gamma), NO_COUNT, NULL},
+    {{"gamma_max", "--gamma-max", SD_PARAM_INT, 1, 256, false, 0, NULL, "16", "longest draft of conf / fs / dv",
+      SD_MASK_CHAIN},
+     F(gamma_max), NO_COUNT, NULL},
+    {{"p_min", "--p-min", SD_PARAM_FLOAT, 0, 1, false, 0, NULL, "0.75",
+      "conf: stop drafting when the draft's top-1 probability is below this", SD_MASK_CHAIN},
+     F(p_min), NO_COUNT, NULL},
+    {{"dv_target", "--dv-target", SD_PARAM_FLOAT, 0, 1, true, 0, NULL, "0.8", "dv: target acceptance rate",
+      SD_MASK_CHAIN},
+     F(dv_target), NO_COUNT, NULL},
+    {{"dv_eps", "--dv-eps", SD_PARAM_FLOAT, 0, 0.5, false, 0, NULL, "0.01", "dv: threshold step per round",
+      SD_MASK_CHAIN},
+     F(dv_eps), NO_COUNT, NULL},
+    {{"dv_theta0", "--dv-theta0", SD_PARAM_FLOAT, 0, 1, false, 0, NULL, "0.5", "dv: initial threshold", SD_MASK_CHAIN},
+     F(dv_theta0), NO_COUNT, NULL},
+    {{"ngram_max", "--ngram-max", SD_PARAM_INT, 1, 64, false, 0, NULL, "3", "longest n-gram looked up",
+      MM(NGRAM)},
+     F(ngram_max), NO_COUNT, NULL},
+    {{"ngram_min", "--ngram-min", SD_PARAM_INT, 1, 64, false, 0, NULL, "1", "shortest n-gram looked up", MM(NGRAM)},
+     F(ngram_min), NO_COUNT, NULL},
+    {{"exit", "--exit-layer", SD_PARAM_INT, 0, 1024, false, 0, NULL, "0",
+      "early exit: layers the draft runs, 1..L-1 (0: L/2)", MM(EARLY_EXIT)},
+     F(exit_layer), NO_COUNT, NULL},
+    {{"omega", "--del-omega", SD_PARAM_FLOAT, 0, 1, true, 0, NULL, "0.95", "DEL: decay of the statistics", MM(DEL)},
+     F(del_omega), NO_COUNT, NULL},
+    {{"dmax", "--del-dmax", SD_PARAM_INT, 1, 256, false, 0, NULL, "18", "DEL: longest draft", MM(DEL)},
+     F(del_dmax), NO_COUNT, NULL},
+    {{"init_tokens", "--del-init", SD_PARAM_INT, 0, 1 << 20, false, 0, NULL, "32",
+      "DEL: prompt tokens that initialise the statistics", MM(DEL)},
+     F(del_init_tokens), NO_COUNT, NULL},
+    {{"layers", "--del-layers", SD_PARAM_INT_LIST, 1, 1024, false, CAP(del_layers), NULL, "all",
+      "DEL bounded mode: candidate exit depths (all: 1..L-1)", MM(DEL)},
+     F(del_layers), (int)F(del_n_layers), "all"},
+    {{"every", "--del-every", SD_PARAM_INT, 1, 1 << 20, false, 0, NULL, "1",
+      "DEL bounded mode: shadow tokens every k-th round only", MM(DEL)},
+     F(del_every), NO_COUNT, NULL},
+    {{"tau", "--sb-tau", SD_PARAM_FLOAT, 0, 1, true, 0, NULL, "0.8",
+      "SpecBound: a token exits when max softmax(z_l / T_l) reaches tau", MM(SPECBOUND)},
+     F(sb_tau), NO_COUNT, NULL},
+    {{"alpha", "--sb-alpha", SD_PARAM_FLOAT, 0, 100, false, 0, NULL, "1",
+      "SpecBound: annealing, T_l = 1 + alpha (1 - l/L)", MM(SPECBOUND)},
+     F(sb_alpha), NO_COUNT, NULL},
+    {{"depth", "--sb-depth", SD_PARAM_INT, 0, 1024, false, 0, NULL, "0",
+      "SpecBound: depth bound D, 1..L-1 (0: 3L/4)", MM(SPECBOUND)},
+     F(sb_depth), NO_COUNT, NULL},
+    {{"width", "--sb-width", SD_PARAM_INT, 1, 256, false, 0, NULL, "8", "SpecBound: width bound W (drafts per round)",
+      MM(SPECBOUND)},
+     F(sb_width), NO_COUNT, NULL},
+    {{"tree_nodes", "--tree-nodes", SD_PARAM_INT, 0, 256, false, 0, NULL, "0",
+      "token tree: most draft nodes per round (0: a chain)", MM(DRAFT)},
+     F(tree_nodes), NO_COUNT, NULL},
+    {{"tree_topk", "--tree-topk", SD_PARAM_INT_LIST, 1, 64, false, CAP(tree_topk), NULL, "10+5+3+1",
+      "token tree: children per node in each confidence bucket (one more than tree_conf)", MM(DRAFT)},
+     F(tree_topk), NO_COUNT, NULL},
+    {{"tree_conf", "--tree-conf", SD_PARAM_FLOAT_LIST, 0, 1, true, CAP(tree_conf), NULL, "0.5+0.8+0.95",
+      "token tree: ascending bounds of the parent's top-1 probability between the buckets", MM(DRAFT)},
+     F(tree_conf), (int)F(n_tree_conf), "none"},
+};
+enum { N_PARAMS = (int)(sizeof PARAMS / sizeof PARAMS[0]) };
+
+/* ------------------------------------------------------------------ names */
+static int name_index(const char *const *names, int n, const char *s) {
+    for (int i = 0; s && i < n; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+const char *sd_spec_method_name(sd_spec_method m) {
+    return (int)m >= 0 && (int)m < N_METHODS ? METHOD_NAMES[m] : "?";
+}
+
+const char *sd_ctrl_name(sd_ctrl_kind c) { return (int)c >= 0 && (int)c < N_CTRLS ? CTRL_NAMES[c] : "?"; }
+
+sd_status sd_spec_method_from_name(const char *name, sd_spec_method *out, sd_error *err) {
+    int i = name_index(METHOD_NAMES, N_METHODS, name);
+    if (i < 0)
+        return err_set(err, SD_ERR_ARG, "unknown speculative method '%s' (none, draft, ngram, early-exit, del or specbound)",
+                       name ? name : "(null)");
+    *out = (sd_spec_method)i;
+    return SD_OK;
+}
+
+sd_status sd_ctrl_from_name(const char *name, sd_ctrl_kind *out, sd_error *err) {
+    int i = name_index(CTRL_NAMES, N_CTRLS, name);
+    if (i < 0) return err_set(err, SD_ERR_ARG, "unknown controller '%s' (fixed, conf, fs or dv)", name ? name : "(null)");
+    *out = (sd_ctrl_kind)i;
+    return SD_OK;
+}
+
+/* ------------------------------------------------------------------ the table */
+int sd_spec_n_params(void) { return N_PARAMS; }
+
+const sd_spec_param_info *sd_spec_param_at(int i) { return i >= 0 && i < N_PARAMS ? &PARAMS[i].info : NULL; }
+
+static const spec_param *find(const char *key) {
+    if (!key) return NULL;
+    bool flag = key[0] == '-' && key[1] == '-';
+    for (int i = 0; i < N_PARAMS; i++)
+        if (!strcmp(key, flag ? PARAMS[i].info.cli_flag : PARAMS[i].info.key)) return &PARAMS[i];
+    return NULL;
+}
+
+const sd_spec_param_info *sd_spec_param_find(const char *key) {
+    const spec_param *p = find(key);
+    return p ? &p->info : NULL;
+}
+
+/* ------------------------------------------------------------------ values */
+static void range_text(const sd_spec_param_info *in, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s%g, %g]", in->min_open ? "(" : "[", in->min, in->max);
+}
+
+static bool in_range(const sd_spec_param_info *in, double v) {
+    return (in->min_open ? v > in->min : v >= in->min) && v <= in->max;
+}
+
+/* What a value must be, for messages: "an integer in [1, 256]", "one of fixed|conf|fs|dv", ... */
+static void expect_text(const spec_param *p, char *buf, size_t cap) {
+    const sd_spec_param_info *in = &p->info;
+    char r[64];
+    range_text(in, r, sizeof r);
+    switch (in->type) {
+    case SD_PARAM_INT: snprintf(buf, cap, "an integer in %s", r); break;
+    case SD_PARAM_FLOAT: snprintf(buf, cap, "a number in %s", r); break;
+    case SD_PARAM_ENUM: snprintf(buf, cap, "one of %s", in->choices); break;
+    case SD_PARAM_INT_LIST:
+    case SD_PARAM_FLOAT_LIST:
+        snprintf(buf, cap, "1 to %d %s in %s separated by '+' or ','%s%s", in->max_count,
+                 in->type == SD_PARAM_INT_LIST ? "integers" : "numbers", r, p->empty_word ? ", or " : "",
+                 p->empty_word ? p->empty_word : "");
+        break;
+    }
+}
+
+/* "key=value" or, when the caller named the parameter by its flag, "--flag value". */
+static sd_status bad_value(sd_error *err, const spec_param *p, const char *name, const char *value, const char *why) {
+    char want[160];
+    expect_text(p, want, sizeof want);
+    bool flag = name[0] == '-';
+    return err_set(err, SD_ERR_ARG, "%s%s%s: %s%sexpected %s", name, flag ? " " : "=", value, why ? why : "",
+                   why ? "; " : "", want);
+}
+
+static bool parse_number(const char *s, bool integer, double *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    double v;
+    if (integer) {
+        long l = strtol(s, &end, 10);
+        v = (double)l;
+    } else {
+        v = strtod(s, &end);
+    }
+    if (*end || errno || !isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
+static int *int_field(sd_spec_params *sp, size_t off) { return (int *)((char *)sp + off); }
+static float *float_field(sd_spec_params *sp, size_t off) { return (float *)((char *)sp + off); }
+static const int *int_cfield(const sd_spec_params *sp, size_t off) { return (const int *)((const char *)sp + off); }
+static const float *float_cfield(const sd_spec_params *sp, size_t off) {
+    return (const float *)((const char *)sp + off);
+}
+
+static sd_status set_enum(sd_spec_params *sp, const spec_param *p, const char *name, const char *v, sd_error *err) {
+    if (p->off == F(method)) {
+        int i = name_index(METHOD_NAMES, N_METHODS, v);
+        if (i < 0) return bad_value(err, p, name, v, NULL);
+        sp->method = (sd_spec_method)i;
+    } else {
+        int i = name_index(CTRL_NAMES, N_CTRLS, v);
+        if (i < 0) return bad_value(err, p, name, v, NULL);
+        sp->ctrl = (sd_ctrl_kind)i;
+    }
+    return SD_OK;
+}
+
+static sd_status set_list(sd_spec_params *sp, const spec_param *p, const char *name, const char *v, sd_error *err) {
+    const sd_spec_param_info *in = &p->info;
+    const bool integer = in->type == SD_PARAM_INT_LIST;
+    double vals[MAX_LIST];
+    int n = 0;
+    if (!(p->empty_word && !strcmp(v, p->empty_word))) {
+        const char *q = v;
+        for (;;) {
+            char item[64];
+            size_t len = strcspn(q, "+,");
+            if (len == 0 || len >= sizeof item) return bad_value(err, p, name, v, len ? "an element is too long" : NULL);
+            if (n == in->max_count) return bad_value(err, p, name, v, "too many elements");
+            memcpy(item, q, len);
+            item[len] = 0;
+            if (!parse_number(item, integer, &vals[n]) || !in_range(in, vals[n])) {
+                char why[128];
+                snprintf(why, sizeof why, "element '%s' is out of range or not a number", item);
+                return bad_value(err, p, name, v, why);
+            }
+            n++;
+            if (!q[len]) break;
+            q += len + 1;
+        }
+    }
+    for (int i = 0; i < in->max_count; i++) {
+        if (integer) int_field(sp, p->off)[i] = i < n ? (int)vals[i] : 0;
+        else float_field(sp, p->off)[i] = i < n ? (float)vals[i] : 0.0f;
+    }
+    if (p->count_off != NO_COUNT) *int_field(sp, (size_t)p->count_off) = n;
+    return SD_OK;
+}
+
+static sd_status set_param(sd_spec_params *sp, const spec_param *p, const char *name, const char *v, sd_error *err) {
+    const sd_spec_param_info *in = &p->info;
+    if (in->type == SD_PARAM_ENUM) return set_enum(sp, p, name, v, err);
+    if (in->type == SD_PARAM_INT_LIST || in->type == SD_PARAM_FLOAT_LIST) return set_list(sp, p, name, v, err);
+    double x;
+    if (!parse_number(v, in->type == SD_PARAM_INT, &x)) return bad_value(err, p, name, v, "not a number");
+    if (!in_range(in, x)) return bad_value(err, p, name, v, "out of range");
+    if (in->type == SD_PARAM_INT) *int_field(sp, p->off) = (int)x;
+    else *float_field(sp, p->off) = (float)x;
+    return SD_OK;
+}
+
+sd_status sd_spec_set(sd_spec_params *sp, const char *key, const char *value, sd_error *err) {
+    if (!sp || !key) return err_set(err, SD_ERR_ARG, "sd_spec_set: NULL argument");
+    const spec_param *p = find(key);
+    if (!p) return err_set(err, SD_ERR_ARG, "unknown speculative parameter '%s'", key);
+    if (!value) return err_set(err, SD_ERR_ARG, "%s needs a value", key);
+    sd_spec_params tmp = *sp;
+    sd_status st = set_param(&tmp, p, key, value, err);
+    if (st == SD_OK) *sp = tmp;
+    return st;
+}
+
+/* The keys of a method, for messages: "gamma, gamma_max, ...". */
+static void method_keys(sd_spec_method m, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 1; i < N_PARAMS && n < cap; i++)
+        if (PARAMS[i].info.methods & SD_MASK(m))
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", PARAMS[i].info.key);
+    if (!buf[0]) snprintf(buf, cap, "none");
+}
+
+static sd_status parse_kv(sd_spec_params *sp, char *kv, const char *text, sd_error *err) {
+    char *eq = strchr(kv, '=');
+    if (!eq) return err_set(err, SD_ERR_ARG, "'%s' in '%s' is not key=value", kv, text);
+    *eq = 0;
+    const spec_param *p = kv[0] == '-' ? NULL : find(kv);
+    char keys[300];
+    method_keys(sp->method, keys, sizeof keys);
+    if (!p || p->off == F(method))
+        return err_set(err, SD_ERR_ARG, "unknown key '%s' in '%s' (keys of %s: %s)", kv, text,
+                       sd_spec_method_name(sp->method), keys);
+    if (!(p->info.methods & SD_MASK(sp->method)))
+        return err_set(err, SD_ERR_ARG, "key '%s' does not apply to method %s (its keys: %s)", kv,
+                       sd_spec_method_name(sp->method), keys);
+    return set_param(sp, p, kv, eq + 1, err);
+}
+
+sd_status sd_spec_parse(sd_spec_params *sp, const char *text, sd_error *err) {
+    if (!sp || !text) return err_set(err, SD_ERR_ARG, "sd_spec_parse: NULL argument");
+    char buf[1024];
+    if (strlen(text) >= sizeof buf) return err_set(err, SD_ERR_ARG, "method text of %zu bytes is too long", strlen(text));
+    memcpy(buf, text, strlen(text) + 1);
+    sd_spec_params tmp = *sp;
+    char *save = NULL, *name = strtok_r(buf, ":", &save);
+    sd_status st = sd_spec_method_from_name(name ? name : "", &tmp.method, err);
+    for (char *kv = strtok_r(NULL, ":", &save); st == SD_OK && kv; kv = strtok_r(NULL, ":", &save))
+        st = parse_kv(&tmp, kv, text, err);
+    if (st == SD_OK) *sp = tmp;
+    return st;
+}
+
+/* ------------------------------------------------------------------ validation */
+static int list_len(const sd_spec_params *sp, const spec_param *p) {
+    if (p->count_off != NO_COUNT) return *int_cfield(sp, (size_t)p->count_off);
+    int n = 0;
+    while (n < p->info.max_count && (p->info.type == SD_PARAM_INT_LIST ? int_cfield(sp, p->off)[n] != 0
+                                                                        : float_cfield(sp, p->off)[n] != 0))
+        n++;
+    return n;
+}
+
+static sd_status check_list(const sd_spec_params *sp, const spec_param *p, sd_error *err) {
+    const sd_spec_param_info *in = &p->info;
+    int n = list_len(sp, p);
+    if (n < (p->empty_word ? 0 : 1) || n > in->max_count)
+        return err_set(err, SD_ERR_ARG, "%s has %d elements; expected %d to %d", in->key, n, p->empty_word ? 0 : 1,
+                       in->max_count);
+    for (int i = 0; i < n; i++) {
+        double v = in->type == SD_PARAM_INT_LIST ? int_cfield(sp, p->off)[i] : float_cfield(sp, p->off)[i];
+        if (!in_range(in, v)) {
+            char r[64];
+            range_text(in, r, sizeof r);
+            return err_set(err, SD_ERR_ARG, "%s: element %d is %g; expected values in %s", in->key, i, v, r);
+        }
+    }
+    return SD_OK;
+}
+
+static sd_status check_param(const sd_spec_params *sp, const spec_param *p, sd_error *err) {
+    const sd_spec_param_info *in = &p->info;
+    char v[48];
+    switch (in->type) {
+    case SD_PARAM_ENUM: {
+        int x = p->off == F(method) ? (int)sp->method : (int)sp->ctrl, n = p->off == F(method) ? N_METHODS : N_CTRLS;
+        if (x >= 0 && x < n) return SD_OK;
+        snprintf(v, sizeof v, "%d", x);
+        return bad_value(err, p, in->key, v, NULL);
+    }
+    case SD_PARAM_INT: {
+        int x = *int_cfield(sp, p->off);
+        if (in_range(in, x)) return SD_OK;
+        snprintf(v, sizeof v, "%d", x);
+        return bad_value(err, p, in->key, v, "out of range");
+    }
+    case SD_PARAM_FLOAT: {
+        float x = *float_cfield(sp, p->off);
+        if (isfinite(x) && in_range(in, x)) return SD_OK;
+        snprintf(v, sizeof v, "%g", x);
+        return bad_value(err, p, in->key, v, "out of range");
+    }
+    default: return check_list(sp, p, err);
+    }
+}
+
+static sd_status check_tree(const sd_spec_params *sp, sd_error *err) {
+    if (sp->tree_nodes == 0) return SD_OK;
+    if (sp->method != SD_SPEC_DRAFT)
+        return err_set(err, SD_ERR_ARG, "tree_nodes=%d: token trees need --spec draft (method draft), not %s",
+                       sp->tree_nodes, sd_spec_method_name(sp->method));
+    int n_topk = list_len(sp, find("tree_topk"));
+    if (n_topk != sp->n_tree_conf + 1)
+        return err_set(err, SD_ERR_ARG, "tree_topk has %d values but tree_conf has %d bounds: give %d children counts",
+                       n_topk, sp->n_tree_conf, sp->n_tree_conf + 1);
+    for (int i = 1; i < sp->n_tree_conf; i++)
+        if (!(sp->tree_conf[i] > sp->tree_conf[i - 1]))
+            return err_set(err, SD_ERR_ARG, "tree_conf bounds must ascend (%g then %g)", sp->tree_conf[i - 1],
+                           sp->tree_conf[i]);
+    return SD_OK;
+}
+
+sd_status registry_check_values(const sd_spec_params *sp, sd_error *err) {
+    for (int i = 0; i < N_PARAMS; i++) {
+        sd_status st = check_param(sp, &PARAMS[i], err);
+        if (st) return st;
+    }
+    if (sp->ngram_min > sp->ngram_max)
+        return err_set(err, SD_ERR_ARG, "ngram_min=%d is larger than ngram_max=%d (n-gram sizes need min <= max)",
+                       sp->ngram_min, sp->ngram_max);
+    return check_tree(sp, err);
+}
+
+static sd_status check_layers(const sd_model *target, const sd_spec_params *sp, sd_error *err) {
+    const int L = target->hp.n_layer;
+    const char *name = sd_spec_method_name(sp->method);
+    if (L < 2) return err_set(err, SD_ERR_ARG, "%s needs a model with at least 2 layers (this one has %d)", name, L);
+    if ((sp->method == SD_SPEC_EARLY_EXIT || sp->method == SD_SPEC_DEL) && sp->exit_layer >= L)
+        return err_set(err, SD_ERR_ARG,
+                       "exit=%d: the exit layer must be in [1, %d] for this %d-layer model: the draft runs layers "
+                       "[0, E) (0: L/2)", sp->exit_layer, L - 1, L);
+    if (sp->method == SD_SPEC_SPECBOUND && sp->sb_depth >= L)
+        return err_set(err, SD_ERR_ARG, "depth=%d: the SpecBound depth bound must be in [1, %d] for this %d-layer model "
+                       "(0: 3L/4)", sp->sb_depth, L - 1, L);
+    for (int i = 0; sp->method == SD_SPEC_DEL && i < sp->del_n_layers; i++)
+        if (sp->del_layers[i] >= L)
+            return err_set(err, SD_ERR_ARG, "layers: DEL candidate depth %d is out of range 1..%d for this %d-layer model",
+                           sp->del_layers[i], L - 1, L);
+    return SD_OK;
+}
+
+sd_status registry_check_models(const sd_model *target, const sd_model *draft, const sd_spec_params *sp,
+                                sd_error *err) {
+    if (sp->exit_heads && sp->exit_heads->n_embd != target->hp.n_embd)
+        return err_set(err, SD_ERR_ARG, "exit heads are for another model (n_embd %d, the target's is %d)",
+                       sp->exit_heads->n_embd, target->hp.n_embd);
+    if (SD_MASK(sp->method) & SD_MASK_SELF) return check_layers(target, sp, err);
+    if (sp->method != SD_SPEC_DRAFT) return SD_OK;
+    if (!draft && sp->draft_ctx) draft = sd_ctx_model(sp->draft_ctx);
+    if (!draft) return err_set(err, SD_ERR_ARG, "speculative method 'draft' needs a draft model");
+    return sd_vocab_compatible(target, draft, err);
+}
+
+sd_status sd_spec_check(const sd_model *target, const sd_model *draft, const sd_spec_params *sp, sd_error *err) {
+    if (!sp) return err_set(err, SD_ERR_ARG, "sd_spec_check: NULL params");
+    sd_status st = registry_check_values(sp, err);
+    if (st || !target) return st;
+    return registry_check_models(target, draft, sp, err);
+}
+
+static sd_status block_fits(sd_ctx *target, const char *what, int n, sd_error *err) {
+    int nb = sd_ctx_n_batch(target);
+    if (n + 1 <= nb) return SD_OK;
+    return err_set(err, SD_ERR_ARG, "%s needs a verification block of %d but the context's n_batch is %d", what, n + 1,
+                   nb);
+}
+
+sd_status sd_spec_check_ctx(sd_ctx *target, const sd_spec_params *sp, sd_error *err) {
+    if (!target || !sp) return err_set(err, SD_ERR_ARG, "sd_spec_check_ctx: NULL argument");
+    sd_status st = sd_spec_check(sd_ctx_model(target), NULL, sp, err);
+    if (st) return st;
+    char what[64];
+    snprintf(what, sizeof what, "gamma=%d", sp->gamma);
+    if ((st = block_fits(target, what, sp->gamma, err))) return st;
+    if (sp->method == SD_SPEC_SPECBOUND) {
+        snprintf(what, sizeof what, "SpecBound width=%d", sp->sb_width);
+        if ((st = block_fits(target, what, sp->sb_width, err))) return st;
+    }
+    if (sp->tree_nodes > 0) {
+        snprintf(what, sizeof what, "tree_nodes=%d", sp->tree_nodes);
+        if ((st = block_fits(target, what, sp->tree_nodes, err))) return st;
+    }
+    if (sp->method == SD_SPEC_DRAFT && sd_ctx_n_batch(sp->draft_ctx) < 1)
+        return err_set(err, SD_ERR_ARG, "draft context has no batch");
+    return SD_OK;
+}

@@ -21,8 +21,9 @@ double cmd_now(void) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: specdec bench <decode|block|bandwidth|peak|spec> [options]\n\n"
+            "usage: specdec bench <decode|block|bandwidth|peak|spec|batch> [options]\n\n"
             "  spec       plain decoding vs speculative methods on a prompt set (see specdec bench spec --help)\n"
+            "  batch      aggregate decode rate of P sequences at once, plain and speculative (bench batch --help)\n"
             "  decode     tokens/s of plain decoding after a short prompt, with the roofline\n"
             "             (read bandwidth / weight bytes per token) and the ratio\n"
             "  block      time of one forward over a block of k positions (logits at every position, as a\n"
@@ -389,6 +390,7 @@ int cmd_bench(int argc, char **argv) {
     }
     const char *what = argv[1];
     if (!strcmp(what, "spec")) return cmd_bench_spec(argc - 1, argv + 1);
+    if (!strcmp(what, "batch")) return cmd_bench_batch(argc - 1, argv + 1);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     bench_opts o = {.ks = "1,2,4,8,12,16", .threads = ncpu > 0 ? (int)ncpu : 1, .n = 64, .ctx = 256, .reps = 5,
                     .bw_mib = 4096};
@@ -425,7 +427,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!strcmp(what, "peak")) return bench_peak(&o);
     if (strcmp(what, "decode") && strcmp(what, "block")) {
-        fprintf(stderr, "error: unknown benchmark '%s' (decode, block, bandwidth, peak, spec)\n", what);
+        fprintf(stderr, "error: unknown benchmark '%s' (decode, block, bandwidth, peak, spec, batch)\n", what);
         return 2;
     }
     if (!o.model) {

@@ -6,5 +6,7 @@ int cmd_gen_model(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_bench_spec(int argc, char **argv);
+int cmd_bench_batch(int argc, char **argv);
+int cmd_batch(int argc, char **argv);
 double cmd_now(void); /* monotonic seconds */
 #endif

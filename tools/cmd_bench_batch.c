@@ -1,0 +1,262 @@
+/* specdec bench batch: aggregate decode tokens/s of P sequences at once through the continuous-batching scheduler,
+ * for plain decoding and each speculative method, at each P. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat.h"
+#include "cli_args.h"
+#include "cmds.h"
+#include "jsonl.h"
+#include "run_opts.h"
+#include "specdec.h"
+
+enum { MAX_M = 16, MAX_P = 16 };
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: specdec bench batch -m MODEL [--methods LIST] [--parallel LIST] [options]\n\n"
+            "Runs P sequences at once (greedy, every sequence generating -n tokens) and prints the aggregate decode rate\n"
+            "(tokens/s over the steps after every prompt is prefilled), for plain decoding and each method at each P.\n\n"
+            "  --methods LIST      comma-separated NAME[:key=value...] (as bench spec; keys from the registry, see\n"
+            "                      specdec generate --help); default: plain. 'plain' always runs first.\n"
+            "  --parallel LIST     sequence counts (default 1,2,4,8,16; each 1..%d)\n"
+            "  --prompts FILE      Spec-Bench JSONL: sequence i gets question i's first turn (default: built-in texts)\n"
+            "  --reps N            repeat every measurement N times, report the best (default 1)\n"
+            "  --token-budget N    positions per step over all sequences (default: -b)\n",
+            MAX_P * 16);
+    run_opts_help(f);
+}
+
+static const char *BUILTIN[] = {
+    "Once upon a time, there was a little girl named Lily.", "The quick brown fox jumps over the lazy dog. The",
+    "Write a short story about a robot who learns to paint.", "In 1492, Columbus sailed across the ocean and",
+    "Explain how a bicycle works, step by step.", "The little dog ran to the park and saw a big red ball.",
+    "Here is a list of ten fruits: apple, banana,", "She opened the door and found"};
+
+typedef struct meas {
+    double rate, tau;
+    long tokens;
+} meas;
+
+/* One measurement: P sessions with method sp, greedy, n tokens each. */
+static bool measure(sd_ctx *ctx, const sd_spec_params *sp, int P, int n, int budget, int32_t **prompts,
+                    const int *n_prompt, int n_prompts, meas *m) {
+    sd_error err = {0};
+    sd_sched_params scp = sd_sched_default_params();
+    scp.token_budget = budget;
+    sd_sched *sc = NULL;
+    sd_session *ss[256] = {0};
+    bool ok = sd_sched_new(ctx, &scp, &sc, &err) == SD_OK;
+    for (int i = 0; ok && i < P; i++) {
+        sd_session_params p = sd_session_default_params();
+        p.seq = i;
+        p.sampling.temp = 0;
+        p.spec = *sp;
+        p.n_predict = n;
+        p.ignore_eos = true;
+        int k = i % n_prompts;
+        ok = sd_session_new(ctx, &p, &ss[i], &err) == SD_OK &&
+             sd_session_set_prompt(ss[i], prompts[k], n_prompt[k], &err) == SD_OK && sd_sched_add(sc, ss[i], &err) == SD_OK;
+    }
+    double t1 = 0;
+    long g1 = 0;
+    bool prefilled = false;
+    while (ok && sd_sched_n_live(sc) > 0) {
+        ok = sd_sched_step(sc, &err) == SD_OK;
+        if (!prefilled) {
+            int gen = 0, nt, left = 0;
+            for (int i = 0; i < P; i++) {
+                sd_session_tokens(ss[i], &nt);
+                gen += nt;
+                sd_spec_stats st;
+                sd_session_stats(ss[i], &st);
+                left += st.n_rounds == 0 && !sd_session_done(ss[i]);
+            }
+            if (!left) { /* every sequence has finished its prompt and run a round */
+                prefilled = true;
+                t1 = cmd_now();
+                g1 = gen;
+            }
+        }
+    }
+    double t2 = cmd_now();
+    long gen = 0, rounds = 0;
+    for (int i = 0; i < P; i++) {
+        if (!ss[i]) continue;
+        sd_spec_stats st;
+        sd_session_stats(ss[i], &st);
+        gen += st.n_gen;
+        rounds += st.n_rounds;
+        if (ok && sd_session_status(ss[i], &err) != SD_OK) ok = false;
+        sd_session_free(ss[i]);
+    }
+    sd_sched_free(sc);
+    if (!ok) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        return false;
+    }
+    m->tokens = gen - g1;
+    m->rate = t2 > t1 ? (gen - g1) / (t2 - t1) : 0;
+    m->tau = rounds ? (double)gen / rounds : 0;
+    return true;
+}
+
+int cmd_bench_batch(int argc, char **argv) {
+    run_opts o;
+    run_opts_init(&o);
+    o.n_predict = 64;
+    const char *methods = "plain", *par = "1,2,4,8,16", *prompts_path = NULL;
+    int reps = 1, budget = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        int t = run_opts_take(&o, argc, argv, &i);
+        if (t < 0) return 2;
+        if (t > 0) continue;
+        if (strcmp(a, "--methods") && strcmp(a, "--parallel") && strcmp(a, "--prompts") && strcmp(a, "--reps") &&
+            strcmp(a, "--token-budget")) {
+            fprintf(stderr, "error: unknown option '%s' (see specdec bench batch --help)\n", a);
+            return 2;
+        }
+        if (!v) {
+            fprintf(stderr, "error: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--methods")) methods = v;
+        else if (!strcmp(a, "--parallel")) par = v;
+        else if (!strcmp(a, "--prompts")) prompts_path = v;
+        else if (!strcmp(a, "--reps") && !cli_int(a, v, 1, 100, &reps)) return 2;
+        else if (!strcmp(a, "--token-budget") && !cli_int(a, v, 1, 1 << 20, &budget)) return 2;
+    }
+    if (o.n_predict < 1) {
+        fprintf(stderr, "error: bench batch needs -n >= 1\n");
+        return 2;
+    }
+    /* parse everything before loading anything */
+    int Ps[MAX_P], n_p = 0, max_p = 0;
+    for (const char *q = par; *q;) {
+        char *end;
+        long x = strtol(q, &end, 10);
+        if (end == q || x < 1 || x > 256 || n_p == MAX_P || (*end && *end != ',')) {
+            fprintf(stderr, "error: --parallel expects a list like 1,2,4,8 (each 1..256), got '%s'\n", par);
+            return 2;
+        }
+        Ps[n_p++] = (int)x;
+        if (x > max_p) max_p = (int)x;
+        q = *end ? end + 1 : end;
+    }
+    sd_spec_params ms[MAX_M];
+    char labels[MAX_M][96];
+    int n_m = 0;
+    bool need_draft = false;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "plain,%s", methods);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (n_m > 0 && !strcmp(tok, "plain")) continue;
+        if (n_m == MAX_M) {
+            fprintf(stderr, "error: at most %d methods\n", MAX_M - 1);
+            return 2;
+        }
+        sd_spec_params sp = o.spec;
+        sd_error e = {0};
+        if (strcmp(tok, "plain") && sd_spec_parse(&sp, tok, &e) != SD_OK) {
+            fprintf(stderr, "error: --methods entry '%s': %s\n", tok, e.msg);
+            return 2;
+        }
+        if (!strcmp(tok, "plain")) sp.method = SD_SPEC_NONE;
+        need_draft |= sp.method == SD_SPEC_DRAFT;
+        ms[n_m] = sp;
+        snprintf(labels[n_m++], sizeof labels[0], "%s", tok);
+    }
+    if (need_draft && !o.draft_path) {
+        fprintf(stderr, "error: a 'draft' method needs --draft-model FILE\n");
+        return 2;
+    }
+    /* contexts: run_env_open validates the first draft-model method (or plain) against the models */
+    for (int m = 0; m < n_m; m++)
+        if (ms[m].method == SD_SPEC_DRAFT) {
+            o.spec = ms[m];
+            break;
+        }
+    if (!need_draft) o.spec = ms[0];
+    jl_question *qs = NULL;
+    int n_q = 0, rc = 1;
+    run_env env;
+    memset(&env, 0, sizeof env);
+    int32_t *prompts[64] = {0};
+    int n_prompt[64] = {0}, n_prompts = 0;
+    if (prompts_path) {
+        char jerr[256];
+        if ((n_q = jl_load(prompts_path, &qs, jerr, sizeof jerr)) <= 0) {
+            fprintf(stderr, "error: %s\n", n_q < 0 ? jerr : "the prompt set is empty");
+            return 1;
+        }
+    }
+    if (!run_env_open(&o, max_p, &env)) goto done;
+    sd_error err = {0};
+    for (int m = 0; m < n_m; m++) { /* every method against the models and contexts, before any measurement */
+        if (ms[m].method == SD_SPEC_DRAFT) ms[m].draft_ctx = env.dctx;
+        ms[m].exit_heads = env.heads;
+        if (sd_spec_check(env.model, env.dmodel, &ms[m], &err) != SD_OK || sd_spec_check_ctx(env.ctx, &ms[m], &err) != SD_OK) {
+            fprintf(stderr, "error: method '%s': %s\n", labels[m], err.msg);
+            goto done;
+        }
+    }
+    const tpl_kind tpl = chat_detect(env.model);
+    const int n_ctx = sd_ctx_n_ctx(env.ctx);
+    n_prompts = prompts_path ? (n_q < 64 ? n_q : 64) : (int)(sizeof BUILTIN / sizeof BUILTIN[0]);
+    for (int i = 0; i < n_prompts; i++) {
+        const char *user = prompts_path ? (qs[i].n_turns ? qs[i].turns[0] : "") : BUILTIN[i];
+        char *txt = chat_turn_text(prompts_path ? tpl : TPL_PLAIN, user, true);
+        prompts[i] = malloc((size_t)n_ctx * sizeof(int32_t));
+        if (!txt || !prompts[i] ||
+            sd_tokenize(env.model, txt, strlen(txt), sd_model_add_bos(env.model), true, prompts[i], n_ctx, &n_prompt[i],
+                        &err) != SD_OK ||
+            n_prompt[i] < 1 || n_prompt[i] + o.n_predict > n_ctx) {
+            fprintf(stderr, "error: prompt %d does not fit the context (%d) with -n %d%s%s\n", i, n_ctx, o.n_predict,
+                    err.msg[0] ? ": " : "", err.msg);
+            free(txt);
+            goto done;
+        }
+        free(txt);
+    }
+    fprintf(stderr, "bench batch: %s (%s), %d methods, P = %s, %d tokens per sequence, n_batch %d, %d threads\n",
+            o.model_path, env.info.weight_type, n_m, par, o.n_predict, sd_ctx_n_batch(env.ctx), sd_ctx_n_threads(env.ctx));
+    meas res[MAX_M][MAX_P];
+    for (int pi = 0; pi < n_p; pi++)
+        for (int m = 0; m < n_m; m++) {
+            meas best = {0};
+            for (int r = 0; r < reps; r++) {
+                meas x;
+                if (!measure(env.ctx, &ms[m], Ps[pi], o.n_predict, budget, prompts, n_prompt, n_prompts, &x)) goto done;
+                if (x.rate > best.rate) best = x;
+            }
+            res[m][pi] = best;
+            fprintf(stderr, "  %-28s P=%-3d %8.1f tok/s  tau %.2f\n", labels[m], Ps[pi], best.rate, best.tau);
+        }
+    printf("\naggregate decode tokens/s (speedup over plain at the same P; tau = tokens per round)\n\n| method |");
+    for (int pi = 0; pi < n_p; pi++) printf(" P=%d |", Ps[pi]);
+    printf("\n|---|");
+    for (int pi = 0; pi < n_p; pi++) printf("---|");
+    printf("\n");
+    for (int m = 0; m < n_m; m++) {
+        printf("| %s |", labels[m]);
+        for (int pi = 0; pi < n_p; pi++) {
+            if (m == 0) printf(" %.1f (%.2fx P=1) |", res[m][pi].rate, res[0][0].rate > 0 ? res[m][pi].rate / res[0][0].rate : 0.0);
+            else printf(" %.1f (%.2fx, tau %.2f) |", res[m][pi].rate, res[0][pi].rate > 0 ? res[m][pi].rate / res[0][pi].rate : 0.0, res[m][pi].tau);
+        }
+        printf("\n");
+    }
+    rc = 0;
+done:
+    for (int i = 0; i < 64; i++) free(prompts[i]);
+    run_env_free(&env);
+    jl_free(qs, n_q > 0 ? n_q : 0);
+    return rc;
+}

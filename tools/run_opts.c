@@ -1,0 +1,186 @@
+#define _POSIX_C_SOURCE 200809L
+#include "run_opts.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli_args.h"
+
+void run_opts_init(run_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->n_predict = 128;
+    o->sp = sd_sampler_default_params();
+    o->cp = sd_ctx_default_params();
+    o->spec = sd_spec_default_params();
+}
+
+int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+#define IS(s, l) (strcmp(a, s) == 0 || strcmp(a, l) == 0)
+    bool flag_only = IS("--no-bos", "--no-bos") || IS("--ignore-eos", "--ignore-eos");
+    if (flag_only) {
+        if (IS("--no-bos", "--no-bos")) o->no_bos = true;
+        else o->ignore_eos = true;
+        return 1;
+    }
+    bool mine = IS("-m", "--model") || IS("--tokenizer", "--tokenizer") || IS("-n", "--n-predict") ||
+                IS("--temp", "--temperature") || IS("--top-k", "--top-k") || IS("--top-p", "--top-p") ||
+                IS("--min-p", "--min-p") || IS("--repeat-penalty", "--repeat-penalty") ||
+                IS("--repeat-last-n", "--repeat-last-n") || IS("--draft-model", "--draft-model") ||
+                IS("--draft-type", "--draft-type") || IS("--exit-heads", "--exit-heads") || IS("-s", "--seed") ||
+                IS("-t", "--threads") || IS("-c", "--ctx-size") || IS("-b", "--batch-size") ||
+                (a[0] == '-' && a[1] == '-' && sd_spec_param_find(a));
+    if (!mine) return 0;
+    if (!v) {
+        fprintf(stderr, "error: %s needs a value (see --help)\n", a);
+        return -1;
+    }
+    (*i)++;
+    bool ok = true;
+    if (IS("-m", "--model")) o->model_path = v;
+    else if (IS("--tokenizer", "--tokenizer")) o->tok_path = v;
+    else if (IS("--draft-model", "--draft-model")) o->draft_path = v;
+    else if (IS("--draft-type", "--draft-type")) o->draft_type = v;
+    else if (IS("--exit-heads", "--exit-heads")) o->heads_path = v;
+    else if (IS("-n", "--n-predict")) ok = cli_int(a, v, -1, 1 << 24, &o->n_predict);
+    else if (IS("--temp", "--temperature")) ok = cli_float(a, v, 0, 1e6, &o->sp.temp);
+    else if (IS("--top-k", "--top-k")) ok = cli_int(a, v, 0, 1 << 30, &o->sp.top_k);
+    else if (IS("--top-p", "--top-p")) ok = cli_float(a, v, 1e-9, 1, &o->sp.top_p);
+    else if (IS("--min-p", "--min-p")) ok = cli_float(a, v, 0, 1, &o->sp.min_p);
+    else if (IS("--repeat-penalty", "--repeat-penalty")) ok = cli_float(a, v, 1e-6, 1e6, &o->sp.repeat_penalty);
+    else if (IS("--repeat-last-n", "--repeat-last-n")) ok = cli_int(a, v, 0, 1 << 24, &o->sp.repeat_last_n);
+    else if (IS("-t", "--threads")) ok = cli_int(a, v, 1, 512, &o->cp.n_threads);
+    else if (IS("-c", "--ctx-size")) ok = cli_int(a, v, 0, 1 << 24, &o->cp.n_ctx);
+    else if (IS("-b", "--batch-size")) ok = cli_int(a, v, 1, 4096, &o->cp.n_batch);
+    else if (IS("-s", "--seed")) {
+        unsigned long long s = 0;
+        ok = cli_u64(a, v, &s);
+        o->sp.seed = s;
+        o->seed_set = true;
+    } else {
+        sd_error e = {0};
+        if (sd_spec_set(&o->spec, a, v, &e) != SD_OK) {
+            cli_spec_error("", e.msg, false);
+            ok = false;
+        }
+    }
+#undef IS
+    return ok ? 1 : -1;
+}
+
+void run_opts_help(FILE *f) {
+    fprintf(f,
+            "model:\n"
+            "  -m, --model FILE        GGUF (v2/v3) or llama2.c .bin model (required)\n"
+            "      --tokenizer FILE    llama2.c tokenizer.bin (default: tok<vocab>.bin or tokenizer.bin beside the model)\n"
+            "      --no-bos            do not prepend the BOS token\n"
+            "generation:\n"
+            "  -n, --n-predict N       tokens to generate (default 128; -1 = until the context is full)\n"
+            "      --ignore-eos        keep generating after an end-of-generation token\n"
+            "sampling (llama.cpp order: penalty, top-k, top-p, min-p, temperature):\n"
+            "      --temp T            temperature (default 0.8; 0 = greedy)\n"
+            "      --top-k K           keep the K most likely tokens (default 40; 0 = off)\n"
+            "      --top-p P           nucleus: smallest set with probability >= P (default 0.95; 1 = off)\n"
+            "      --min-p M           drop tokens below M x the top probability (default 0.05; 0 = off)\n"
+            "      --repeat-penalty R  penalise the last --repeat-last-n tokens (default 1.0 = off)\n"
+            "      --repeat-last-n N   window of the penalty (default 64)\n"
+            "  -s, --seed S            RNG seed (default: from the clock, printed to stderr)\n"
+            "speculative decoding (lossless: greedy output == plain greedy output):\n"
+            "      --draft-model FILE  the draft model for --spec draft (same tokenizer as the target)\n"
+            "      --draft-type TYPE   convert the draft's weights at load: f32|f16|bf16|q8_0|q4_0 (e.g. the target\n"
+            "                          file itself as a q4_0 self-draft)\n"
+            "      --exit-heads FILE   trained exit heads (specdec train exit-heads) instead of the shared LM head\n"
+            "                          (early-exit, del, specbound)\n"
+            "  method parameters (the same keys as bench spec --methods and the library's sd_spec_set;\n"
+            "  lists take ',' between values):\n");
+    cli_spec_help(f, false);
+    fprintf(f,
+            "engine:\n"
+            "  -t, --threads N         threads (default: online CPUs)\n"
+            "  -c, --ctx-size N        context size (default: the model's training context)\n"
+            "  -b, --batch-size N      largest block per forward pass, e.g. prefill chunks (default 64)\n");
+}
+
+bool run_env_open(run_opts *o, int n_seq, run_env *env) {
+    memset(env, 0, sizeof *env);
+    sd_error err = {0};
+    if (!o->model_path) {
+        fprintf(stderr, "error: no model given (-m FILE)\n");
+        return false;
+    }
+    if (!o->seed_set) o->sp.seed = (unsigned long long)time(NULL);
+    if (o->spec.method == SD_SPEC_DRAFT && !o->draft_path) {
+        fprintf(stderr, "error: --spec draft needs --draft-model FILE\n");
+        return false;
+    }
+    if ((o->draft_path || o->draft_type) && o->spec.method != SD_SPEC_DRAFT) {
+        fprintf(stderr, "error: --draft-model/--draft-type need --spec draft\n");
+        return false;
+    }
+    if (sd_spec_check(NULL, NULL, &o->spec, &err) != SD_OK) { /* what needs no model, before loading one */
+        cli_spec_error("", err.msg, true);
+        return false;
+    }
+    sd_model_params mp = sd_model_default_params();
+    mp.tokenizer_path = o->tok_path;
+    if (sd_model_load(o->model_path, &mp, &env->model, &err) != SD_OK) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        return false;
+    }
+    sd_model_info *info = &env->info;
+    sd_model_get_info(env->model, info);
+    fprintf(stderr, "model: %s (%s, %s weights, %d layers, dim %d, vocab %d, %.1f MiB)\n", o->model_path, info->arch,
+            info->weight_type, info->n_layer, info->n_embd, info->n_vocab, (double)info->weight_bytes / (1 << 20));
+    if (o->spec.method == SD_SPEC_DRAFT) {
+        sd_model_params dp = sd_model_default_params();
+        dp.convert_type = o->draft_type;
+        if (sd_model_load(o->draft_path, &dp, &env->dmodel, &err) != SD_OK) {
+            fprintf(stderr, "error: draft model: %s\n", err.msg);
+            return false;
+        }
+        sd_model_info di;
+        sd_model_get_info(env->dmodel, &di);
+        fprintf(stderr, "draft: %s (%s weights%s, %d layers, dim %d, %.1f MiB)\n", o->draft_path, di.weight_type,
+                o->draft_type ? ", converted at load" : "", di.n_layer, di.n_embd, (double)di.weight_bytes / (1 << 20));
+    }
+    if (o->heads_path) {
+        if (sd_exit_heads_load(env->model, o->heads_path, &env->heads, &err) != SD_OK) {
+            fprintf(stderr, "error: %s\n", err.msg);
+            return false;
+        }
+        o->spec.exit_heads = env->heads;
+    }
+    if (sd_spec_check(env->model, env->dmodel, &o->spec, &err) != SD_OK) { /* against the models, before contexts */
+        cli_spec_error("", err.msg, true);
+        return false;
+    }
+    o->cp.n_seq = n_seq;
+    if (sd_ctx_new(env->model, &o->cp, &env->ctx, &err) != SD_OK) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        return false;
+    }
+    if (env->dmodel) {
+        sd_ctx_params dcp = o->cp;
+        dcp.n_ctx = sd_ctx_n_ctx(env->ctx);
+        if (sd_ctx_new(env->dmodel, &dcp, &env->dctx, &err) != SD_OK) {
+            fprintf(stderr, "error: draft context: %s\n", err.msg);
+            return false;
+        }
+        o->spec.draft_ctx = env->dctx;
+    }
+    if (sd_spec_check_ctx(env->ctx, &o->spec, &err) != SD_OK) { /* the context's limits (n_batch) */
+        cli_spec_error("", err.msg, true);
+        return false;
+    }
+    return true;
+}
+
+void run_env_free(run_env *env) {
+    sd_ctx_free(env->dctx);
+    sd_ctx_free(env->ctx);
+    sd_exit_heads_free(env->heads);
+    sd_model_free(env->dmodel);
+    sd_model_free(env->model);
+    memset(env, 0, sizeof *env);
+}

@@ -116,6 +116,30 @@ expect_err "bench spec unknown method" "magic" bench spec -m "$M260" --prompts "
 $CLI bench spec -m "$M260" --prompts "$SHARED/data/stories_dev.jsonl" --limit 2 -n 16 -t 1 --methods "ngram:gamma=3:ngram_max=2:label=ng,del:layers=1+3:every=2,specbound:tau=0.5:width=3" >"$out" 2>"$err"
 if [ $? -eq 0 ] && grep -q "| ng |" "$out" && grep -q "every method identical" "$err"; then ok; else bad "bench spec with registry keys: $(cat "$out" "$err")"; fi
 
+# batch: P sequences in flight give every question the output it gets alone (greedy), in input order
+MEE="$SHARED/models/stories-ee.gguf"
+SD="$SHARED/data/stories_dev.jsonl"
+o1=$(mktemp); o4=$(mktemp)
+$CLI batch -m "$MEE" --prompts "$SD" --limit 7 -n 24 --temp 0 -t 2 --parallel 1 >"$o1" 2>"$err" && ok || bad "batch P=1: $(cat "$err")"
+$CLI batch -m "$MEE" --prompts "$SD" --limit 7 -n 24 --temp 0 -t 2 --parallel 4 --spec draft --draft-model "$M260" --tree-nodes 6 --out "$o4" >"$out" 2>"$err" && ok || bad "batch P=4 draft tree: $(cat "$err")"
+cmp -s "$o1" "$o4" && ok || bad "batch P=4 (draft tree) differs from P=1 plain: $(diff "$o1" "$o4" | head -5)"
+[ ! -s "$out" ] && ok || bad "batch --out still wrote to stdout"
+[ "$(wc -l <"$o1")" -eq 7 ] && head -1 "$o1" | grep -q '^{"question_id": 1043, "output": "' && ok || bad "batch output lines: $(head -2 "$o1")"
+grep -q "tok/s aggregate, tau" "$err" && ok || bad "batch statistics on stderr: $(cat "$err")"
+$CLI batch -m "$MEE" --prompts "$SD" --limit 5 -n 16 --seed 3 -t 2 --parallel 1 --spec ngram >"$o1" 2>/dev/null
+$CLI batch -m "$MEE" --prompts "$SD" --limit 5 -n 16 --seed 3 -t 2 --parallel 5 --spec ngram >"$o4" 2>/dev/null
+cmp -s "$o1" "$o4" && ok || bad "batch sampling: P=5 differs from P=1 with the same seed"
+rm -f "$o1" "$o4"
+expect_err "batch without prompts" "--prompts" batch -m "$MEE"
+expect_err "batch --parallel 0" "--parallel" batch -m "$MEE" --prompts "$SD" --parallel 0
+expect_err "batch bad method value" "gamma" batch -m "$MEE" --prompts "$SD" --gamma 0
+expect_err "batch missing prompt file" "/no/such.jsonl" batch -m "$MEE" --prompts /no/such.jsonl
+expect_err "batch unknown option" "--bogus" batch -m "$MEE" --prompts "$SD" --bogus 1
+$CLI bench batch -m "$MEE" --methods draft:gamma=3,ngram --draft-model "$M260" --parallel 1,3 -n 8 -t 1 >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "| draft:gamma=3 |" "$out" && grep -q "| P=3 |" "$out"; then ok; else bad "bench batch: $(cat "$out" "$err")"; fi
+expect_err "bench batch bad --parallel" "--parallel" bench batch -m "$MEE" --parallel 1,x
+expect_err "bench batch bad method" "exit" bench batch -m "$MEE" --methods early-exit:exit=100
+
 # the example program (uses only the public header)
 $BUILD/example_simple "$SHARED/models/stories260K.gguf" "Once upon a time" 30 >"$out" 2>"$err"
 grep -q "there was a little girl named Lily" "$out" && ok || bad "example program: $(cat "$out" "$err")"

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chat.h"
 #include "cli_args.h"
 #include "cmds.h"
 #include "jsonl.h"
@@ -89,40 +90,6 @@ static bool parse_method(const char *spec, method *m) {
         return false;
     }
     return true;
-}
-
-/* The text of turn t given the previous turns and answers, in the model's chat format when it has one. */
-typedef enum { TPL_PLAIN, TPL_CHATML, TPL_LLAMA2 } tpl_kind;
-
-static char *append(char *s, size_t *len, const char *add) {
-    size_t a = strlen(add);
-    char *n = realloc(s, *len + a + 1);
-    if (!n) {
-        free(s);
-        return NULL;
-    }
-    memcpy(n + *len, add, a + 1);
-    *len += a;
-    return n;
-}
-
-static char *turn_text(tpl_kind k, const char *user, bool first) {
-    size_t len = 0;
-    char *s = calloc(1, 1);
-    if (k == TPL_CHATML) {
-        s = append(s, &len, first ? "" : "<|im_end|>\n");
-        s = s ? append(s, &len, "<|im_start|>user\n") : NULL;
-        s = s ? append(s, &len, user) : NULL;
-        s = s ? append(s, &len, "<|im_end|>\n<|im_start|>assistant\n") : NULL;
-    } else if (k == TPL_LLAMA2) {
-        s = append(s, &len, first ? "[INST] " : " [INST] ");
-        s = s ? append(s, &len, user) : NULL;
-        s = s ? append(s, &len, " [/INST]") : NULL;
-    } else {
-        s = append(s, &len, first ? "" : "\n\n");
-        s = s ? append(s, &len, user) : NULL;
-    }
-    return s;
 }
 
 static void add(acc *a, int tokens, double secs, int rounds, int drafted, int accepted, double t_draft, double t_verify,
@@ -328,16 +295,11 @@ int cmd_bench_spec(int argc, char **argv) {
             goto done;
         }
     }
-    char tplbuf[256] = "";
-    tpl_kind tpl = TPL_PLAIN;
-    if (sd_model_meta_str(model, "tokenizer.chat_template", tplbuf, sizeof tplbuf) > 0) {
-        if (strstr(tplbuf, "<|im_start|>")) tpl = TPL_CHATML;
-        else if (strstr(tplbuf, "[INST]")) tpl = TPL_LLAMA2;
-    }
+    const tpl_kind tpl = chat_detect(model);
     const int n_ctx = sd_ctx_n_ctx(ctx);
     fprintf(stderr, "bench spec: %s (%s), %d questions from %s, %d methods, %s, %s format, %d tokens per turn, context %d\n",
             model_path, info.weight_type, n_q, prompts, n_m, spp.temp > 0 ? "sampling" : "greedy",
-            tpl == TPL_CHATML ? "chatml" : tpl == TPL_LLAMA2 ? "llama-2 chat" : "plain-text", n_predict, n_ctx);
+            chat_name(tpl), n_predict, n_ctx);
     if (sd_sampler_new(&spp, info.n_vocab, &smp, &err) != SD_OK) {
         fprintf(stderr, "error: %s\n", err.msg);
         goto done;
@@ -371,7 +333,7 @@ int cmd_bench_spec(int argc, char **argv) {
             const jl_question *Q = &qs[q < 0 ? 0 : q];
             int n_ctx_toks = 0;
             for (int t = 0; t < Q->n_turns; t++) {
-                char *txt = turn_text(tpl, Q->turns[t], t == 0);
+                char *txt = chat_turn_text(tpl, Q->turns[t], t == 0);
                 int nt = 0;
                 bool bos = t == 0 && sd_model_add_bos(model);
                 sd_status st = txt ? sd_tokenize(model, txt, strlen(txt), bos, true, ctx_toks + n_ctx_toks,

@@ -51,7 +51,7 @@ int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
     else if (IS("--repeat-penalty", "--repeat-penalty")) ok = cli_float(a, v, 1e-6, 1e6, &o->sp.repeat_penalty);
     else if (IS("--repeat-last-n", "--repeat-last-n")) ok = cli_int(a, v, 0, 1 << 24, &o->sp.repeat_last_n);
     else if (IS("-t", "--threads")) ok = cli_int(a, v, 1, 512, &o->cp.n_threads);
-    else if (IS("-c", "--ctx-size")) ok = cli_int(a, v, 0, 1 << 24, &o->cp.n_ctx);
+    else if (IS("-c", "--ctx-size")) ok = cli_int(a, v, 1, 1 << 20, &o->cp.n_ctx);
     else if (IS("-b", "--batch-size")) ok = cli_int(a, v, 1, 4096, &o->cp.n_batch);
     else if (IS("-s", "--seed")) {
         unsigned long long s = 0;
@@ -139,6 +139,10 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
             fprintf(stderr, "error: draft model: %s\n", err.msg);
             return false;
         }
+        if (sd_vocab_compatible(env->model, env->dmodel, &err) != SD_OK) {
+            fprintf(stderr, "error: draft model %s cannot draft for %s: %s\n", o->draft_path, o->model_path, err.msg);
+            return false;
+        }
         sd_model_info di;
         sd_model_get_info(env->dmodel, &di);
         fprintf(stderr, "draft: %s (%s weights%s, %d layers, dim %d, %.1f MiB)\n", o->draft_path, di.weight_type,
@@ -146,7 +150,7 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
     }
     if (o->heads_path) {
         if (sd_exit_heads_load(env->model, o->heads_path, &env->heads, &err) != SD_OK) {
-            fprintf(stderr, "error: %s\n", err.msg);
+            fprintf(stderr, "error: --exit-heads: %s\n", err.msg);
             return false;
         }
         o->spec.exit_heads = env->heads;

@@ -7,6 +7,7 @@
 
 #include "cli_args.h"
 #include "cmds.h"
+#include "run_opts.h"
 #include "specdec.h"
 
 static void usage_main(FILE *f) {
@@ -26,39 +27,12 @@ static void usage_generate(FILE *f) {
     fprintf(f,
             "usage: specdec generate -m MODEL -p PROMPT [options]\n\n"
             "Streams the prompt and the generated text to stdout; logs and timings go to stderr.\n\n"
-            "model and prompt:\n"
-            "  -m, --model FILE        GGUF (v2/v3) or llama2.c .bin model (required)\n"
+            "prompt:\n"
             "  -p, --prompt TEXT       prompt text\n"
             "  -f, --file FILE         read the prompt from a file\n"
-            "      --tokenizer FILE    llama2.c tokenizer.bin (default: tok<vocab>.bin or tokenizer.bin beside the model)\n"
-            "      --no-bos            do not prepend the BOS token\n"
-            "generation:\n"
-            "  -n, --n-predict N       tokens to generate (default 128; -1 = until the context is full)\n"
-            "      --ignore-eos        keep generating after an end-of-generation token\n"
-            "sampling (llama.cpp order: penalty, top-k, top-p, min-p, temperature):\n"
-            "      --temp T            temperature (default 0.8; 0 = greedy)\n"
-            "      --top-k K           keep the K most likely tokens (default 40; 0 = off)\n"
-            "      --top-p P           nucleus: smallest set with probability >= P (default 0.95; 1 = off)\n"
-            "      --min-p M           drop tokens below M x the top probability (default 0.05; 0 = off)\n"
-            "      --repeat-penalty R  penalise the last --repeat-last-n tokens (default 1.0 = off)\n"
-            "      --repeat-last-n N   window of the penalty (default 64)\n"
-            "  -s, --seed S            RNG seed (default: from the clock, printed to stderr)\n"
-            "speculative decoding (lossless: greedy output == plain greedy output):\n"
-            "      --compare           also run plain decoding on the same prompt and print the speedup\n"
-            "      --draft-model FILE  the draft model for --spec draft (same tokenizer as the target)\n"
-            "      --draft-type TYPE   convert the draft's weights at load: f32|f16|bf16|q8_0|q4_0 (e.g. the target\n"
-            "                          file itself as a q4_0 self-draft)\n"
-            "      --exit-heads FILE   trained exit heads (specdec train exit-heads) instead of the shared LM head\n"
-            "                          (early-exit, del, specbound)\n"
-            "  method parameters (the same keys as bench spec --methods and the library's sd_spec_set;\n"
-            "  lists take ',' between values):\n");
-    cli_spec_help(f, false);
-    fprintf(f,
-            "engine:\n"
-            "  -t, --threads N         threads (default: online CPUs)\n"
-            "  -c, --ctx-size N        context size (default: the model's training context)\n"
-            "  -b, --batch-size N      largest block per forward pass, e.g. prefill chunks (default 64)\n"
-            "  -h, --help              this text\n");
+            "      --compare           also run plain decoding on the same prompt and print the speedup\n");
+    run_opts_help(f);
+    fprintf(f, "  -h, --help              this text\n");
 }
 
 typedef struct stream_state {
@@ -101,72 +75,37 @@ static char *read_file(const char *path) {
 }
 
 int cmd_generate(int argc, char **argv) {
-    const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *tok_path = NULL;
-    int n_predict = 128;
-    bool ignore_eos = false, no_bos = false, seed_set = false;
-    sd_sampler_params sp = sd_sampler_default_params();
-    sd_ctx_params cp = sd_ctx_default_params();
-    sd_spec_params spec = sd_spec_default_params();
-    const char *draft_path = NULL, *draft_type = NULL, *heads_path = NULL;
-    sd_exit_heads *heads = NULL;
-    sd_error serr = {0};
+    run_opts o;
+    run_opts_init(&o);
+    const char *prompt = NULL, *prompt_file = NULL;
     bool compare = false;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define IS(s, l) (strcmp(a, s) == 0 || strcmp(a, l) == 0)
-#define NEED()                                                                   \
-    do {                                                                         \
-        if (!v) {                                                                \
-            fprintf(stderr, "error: %s needs a value (see --help)\n", a);        \
-            return 2;                                                            \
-        }                                                                        \
-        i++;                                                                     \
-    } while (0)
-        if (IS("-h", "--help")) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage_generate(stdout);
             return 0;
-        } else if (IS("-m", "--model")) { NEED(); model_path = v; }
-        else if (IS("-p", "--prompt")) { NEED(); prompt = v; }
-        else if (IS("-f", "--file")) { NEED(); prompt_file = v; }
-        else if (IS("--tokenizer", "--tokenizer")) { NEED(); tok_path = v; }
-        else if (IS("--no-bos", "--no-bos")) no_bos = true;
-        else if (IS("--ignore-eos", "--ignore-eos")) ignore_eos = true;
-        else if (IS("-n", "--n-predict")) { NEED(); if (!cli_int(a, v, -1, 1 << 24, &n_predict)) return 2; }
-        else if (IS("--temp", "--temperature")) { NEED(); if (!cli_float(a, v, 0, 1e6, &sp.temp)) return 2; }
-        else if (IS("--top-k", "--top-k")) { NEED(); if (!cli_int(a, v, 0, 1 << 30, &sp.top_k)) return 2; }
-        else if (IS("--top-p", "--top-p")) { NEED(); if (!cli_float(a, v, 1e-9, 1, &sp.top_p)) return 2; }
-        else if (IS("--min-p", "--min-p")) { NEED(); if (!cli_float(a, v, 0, 1, &sp.min_p)) return 2; }
-        else if (IS("--repeat-penalty", "--repeat-penalty")) { NEED(); if (!cli_float(a, v, 1e-6, 1e6, &sp.repeat_penalty)) return 2; }
-        else if (IS("--repeat-last-n", "--repeat-last-n")) { NEED(); if (!cli_int(a, v, 0, 1 << 24, &sp.repeat_last_n)) return 2; }
-        else if (IS("--draft-model", "--draft-model")) { NEED(); draft_path = v; }
-        else if (IS("--draft-type", "--draft-type")) { NEED(); draft_type = v; }
-        else if (IS("--compare", "--compare")) compare = true;
-        else if (IS("--exit-heads", "--exit-heads")) { NEED(); heads_path = v; }
-        else if (a[0] == '-' && a[1] == '-' && sd_spec_param_find(a)) { /* a method parameter from the registry */
-            NEED();
-            if (sd_spec_set(&spec, a, v, &serr) != SD_OK) {
-                cli_spec_error("", serr.msg, false);
-                return 2;
-            }
         }
-        else if (IS("-s", "--seed")) {
-            NEED();
-            unsigned long long s;
-            if (!cli_u64(a, v, &s)) return 2;
-            sp.seed = s;
-            seed_set = true;
-        } else if (IS("-t", "--threads")) { NEED(); if (!cli_int(a, v, 1, 512, &cp.n_threads)) return 2; }
-        else if (IS("-c", "--ctx-size")) { NEED(); if (!cli_int(a, v, 1, 1 << 20, &cp.n_ctx)) return 2; }
-        else if (IS("-b", "--batch-size")) { NEED(); if (!cli_int(a, v, 1, 4096, &cp.n_batch)) return 2; }
-        else {
+        int t = run_opts_take(&o, argc, argv, &i);
+        if (t < 0) return 2;
+        if (t > 0) continue;
+        if (!strcmp(a, "--compare")) {
+            compare = true;
+            continue;
+        }
+        bool p = !strcmp(a, "-p") || !strcmp(a, "--prompt"), f = !strcmp(a, "-f") || !strcmp(a, "--file");
+        if (!p && !f) {
             fprintf(stderr, "error: unknown option '%s' (see specdec generate --help)\n", a);
             return 2;
         }
-#undef IS
-#undef NEED
+        if (!v) {
+            fprintf(stderr, "error: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        i++;
+        if (p) prompt = v;
+        else prompt_file = v;
     }
-    if (!model_path) {
+    if (!o.model_path) {
         fprintf(stderr, "error: no model given (-m FILE); see specdec generate --help\n");
         return 2;
     }
@@ -184,81 +123,20 @@ int cmd_generate(int argc, char **argv) {
         prompt = file_text;
     }
     if (!prompt) prompt = "";
-    if (!seed_set) sp.seed = (unsigned long long)time(NULL);
-    if (spec.method == SD_SPEC_DRAFT && !draft_path) {
-        fprintf(stderr, "error: --spec draft needs --draft-model FILE\n");
-        return 2;
-    }
-    if ((draft_path || draft_type) && spec.method != SD_SPEC_DRAFT) {
-        fprintf(stderr, "error: --draft-model/--draft-type need --spec draft\n");
-        return 2;
-    }
-    if (sd_spec_check(NULL, NULL, &spec, &serr) != SD_OK) { /* what needs no model, before loading one */
-        cli_spec_error("", serr.msg, true);
-        return 2;
-    }
-
     int rc = 1;
     sd_error err = {0};
-    sd_model *model = NULL, *dmodel = NULL;
-    sd_ctx *ctx = NULL, *dctx = NULL;
+    run_env env;
     int32_t *plain = NULL, *spec_out = NULL;
     sd_sampler *smp = NULL;
     int32_t *toks = NULL;
-    sd_model_params mp = sd_model_default_params();
-    mp.tokenizer_path = tok_path;
-    if (sd_model_load(model_path, &mp, &model, &err) != SD_OK) {
-        fprintf(stderr, "error: %s\n", err.msg);
-        goto done;
-    }
-    sd_model_info info;
-    sd_model_get_info(model, &info);
-    fprintf(stderr, "model: %s (%s, %s weights, %d layers, dim %d, vocab %d, %.1f MiB)\n", model_path, info.arch,
-            info.weight_type, info.n_layer, info.n_embd, info.n_vocab, (double)info.weight_bytes / (1 << 20));
-    if (spec.method == SD_SPEC_DRAFT) {
-        sd_model_params dp = sd_model_default_params();
-        dp.convert_type = draft_type;
-        if (sd_model_load(draft_path, &dp, &dmodel, &err) != SD_OK) {
-            fprintf(stderr, "error: draft model: %s\n", err.msg);
-            goto done;
-        }
-        if (sd_vocab_compatible(model, dmodel, &err) != SD_OK) {
-            fprintf(stderr, "error: draft model %s cannot draft for %s: %s\n", draft_path, model_path, err.msg);
-            goto done;
-        }
-        sd_model_info di;
-        sd_model_get_info(dmodel, &di);
-        fprintf(stderr, "draft: %s (%s weights%s, %d layers, dim %d, %.1f MiB)\n", draft_path, di.weight_type,
-                draft_type ? ", converted at load" : "", di.n_layer, di.n_embd, (double)di.weight_bytes / (1 << 20));
-    }
-    if (heads_path) {
-        if (sd_exit_heads_load(model, heads_path, &heads, &err) != SD_OK) {
-            fprintf(stderr, "error: --exit-heads: %s\n", err.msg);
-            goto done;
-        }
-        spec.exit_heads = heads;
-    }
-    if (sd_spec_check(model, dmodel, &spec, &err) != SD_OK) { /* against the models, before any context */
-        cli_spec_error("", err.msg, true);
-        goto done;
-    }
-    if (sd_ctx_new(model, &cp, &ctx, &err) != SD_OK) {
-        fprintf(stderr, "error: %s\n", err.msg);
-        goto done;
-    }
-    if (dmodel) {
-        sd_ctx_params dcp = cp;
-        dcp.n_ctx = sd_ctx_n_ctx(ctx);
-        if (sd_ctx_new(dmodel, &dcp, &dctx, &err) != SD_OK) {
-            fprintf(stderr, "error: draft context: %s\n", err.msg);
-            goto done;
-        }
-        spec.draft_ctx = dctx;
-    }
-    if (sd_spec_check_ctx(ctx, &spec, &err) != SD_OK) { /* the context's limits (n_batch) */
-        cli_spec_error("", err.msg, true);
-        goto done;
-    }
+    if (!run_env_open(&o, 1, &env)) goto done;
+    const sd_model *model = env.model;
+    sd_ctx *ctx = env.ctx;
+    const sd_model_info info = env.info;
+    const sd_sampler_params sp = o.sp;
+    const sd_spec_params spec = o.spec;
+    int n_predict = o.n_predict;
+    const bool ignore_eos = o.ignore_eos, no_bos = o.no_bos;
     if (sd_sampler_new(&sp, info.n_vocab, &smp, &err) != SD_OK) {
         fprintf(stderr, "error: %s\n", err.msg);
         goto done;
@@ -345,16 +223,12 @@ int cmd_generate(int argc, char **argv) {
     }
     rc = 0;
 done:
-    sd_exit_heads_free(heads);
     free(plain);
     free(spec_out);
-    sd_ctx_free(dctx);
-    sd_model_free(dmodel);
     free(toks);
     free(file_text);
     sd_sampler_free(smp);
-    sd_ctx_free(ctx);
-    sd_model_free(model);
+    run_env_free(&env);
     return rc;
 }
 

@@ -136,6 +136,9 @@ typedef struct sd_ctx_params {
     int n_seq;     /* number of independent sequences (KV caches); default 1 */
     int n_batch;   /* largest block one sd_forward call takes; default 64 */
     int n_threads; /* worker threads incl. the caller; 0 = number of online CPUs */
+    /* KV pool capacity in cells over all sequences, rounded up to whole pages (sd_kv_page_cells); 0 = n_seq *
+     * n_ctx, so the pool never runs out before a sequence reaches n_ctx. Pages are allocated when first needed. */
+    int n_kv_cells;
 } sd_ctx_params;
 
 sd_ctx_params sd_ctx_default_params(void);
@@ -150,11 +153,16 @@ int sd_ctx_n_threads(const sd_ctx *ctx);
 uint64_t sd_ctx_layer_passes(const sd_ctx *ctx);
 const sd_model *sd_ctx_model(const sd_ctx *ctx);
 
-/* KV cache. Each layer of each sequence holds a prefix of positions [0, len). */
+/* KV cache. Each layer of each sequence holds a prefix of positions [0, len). The cells live in pages (all layers
+ * and KV heads of sd_kv_page_cells consecutive cells) from a pool shared by the context's sequences (capacity
+ * n_kv_cells): a sequence takes pages as it grows and gives them back when truncated, so memory follows the live
+ * tokens. A sequence that cannot get a page fails alone (SD_ERR_NOMEM, "KV pool exhausted"), changing nothing. */
 int sd_kv_len(const sd_ctx *ctx, int seq, int layer); /* layer -1: the minimum over layers; -1 on bad args */
-/* Drops every position >= n_pos in every layer of seq (rollback). n_pos beyond the length is a no-op. */
+/* Drops every position >= n_pos in every layer of seq (rollback) and gives the pages wholly at or past n_pos back
+ * to the pool (pages reserved below n_pos stay). n_pos beyond the length drops no positions. */
 sd_status sd_kv_truncate(sd_ctx *ctx, int seq, int n_pos, sd_error *err);
-/* Makes dst's cache a copy of src's (all layers). */
+/* Makes dst's cache a copy of src's (all layers), in pages of dst's own. SD_ERR_NOMEM (pool exhausted) leaves dst
+ * as it was. */
 sd_status sd_kv_copy_seq(sd_ctx *ctx, int src, int dst, sd_error *err);
 /* Keeps, in every layer of seq, the cells start + cells[i] (i = 0..n-1, ascending, each >= 0) as the cells
  * start + i and drops every cell >= start + n: after verifying a token tree, the accepted path's K/V rows move into
@@ -163,6 +171,15 @@ sd_status sd_kv_keep(sd_ctx *ctx, int seq, int start, const int32_t *cells, int 
 /* Copies the K and V rows of one layer at one position into k_out / v_out ([n_head_kv * head_dim] floats
  * each; either may be NULL). For tests and tools that compare caches. */
 sd_status sd_kv_read(const sd_ctx *ctx, int seq, int layer, int pos, float *k_out, float *v_out, sd_error *err);
+/* Makes sure seq can append n_more cells after its longest layer without taking memory in sd_forward: takes the
+ * pages now. SD_ERR_NOMEM ("KV pool exhausted: ...") when the pool has too few pages left, SD_ERR_CTX_FULL when
+ * that would pass n_ctx; either way nothing changes. Reserved pages are held until a truncation below them. */
+sd_status sd_kv_reserve(sd_ctx *ctx, int seq, int n_more, sd_error *err);
+/* Cells held by all sequences (whole pages, reservations included) and the pool's capacity in cells; either
+ * pointer may be NULL. */
+void sd_kv_pool_usage(const sd_ctx *ctx, int *cells_used, int *cells_capacity);
+/* Cells per KV page: 64, or n_ctx when smaller. */
+int sd_kv_page_cells(const sd_ctx *ctx);
 
 /* ---------------------------------------------------------------- forward over a block of positions */
 typedef struct sd_block {
@@ -200,7 +217,8 @@ typedef struct sd_forward_args {
 /* Runs layers [layer_begin, layer_end) over the block, appending each position's K/V to the caches of the layers
  * it runs (position p of layer l goes at the layer's current length; every entry of a sequence must follow on
  * from that length: pos == len + index within the sequence's chain, or depth for trees). On error nothing in
- * the caches changes (SD_ERR_CTX_FULL when a sequence has no room). The bits of a position's results do not
+ * the caches changes (SD_ERR_CTX_FULL when a sequence has no room, SD_ERR_NOMEM when the KV pool has no page left
+ * for one: the pages of every sequence in the block are taken before anything is computed). The bits of a position's results do not
  * depend on the other positions in the block nor on the thread count (batch invariance). */
 sd_status sd_forward(sd_ctx *ctx, const sd_block *block, const sd_forward_args *args, sd_error *err);
 

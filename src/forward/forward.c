@@ -106,7 +106,7 @@ static void rope_table(float *cs, int n_ctx, int hd, float base) {
 
 /* ------------------------------------------------------------------ context */
 sd_ctx_params sd_ctx_default_params(void) {
-    sd_ctx_params p = {.n_ctx = 0, .n_seq = 1, .n_batch = 64, .n_threads = 0};
+    sd_ctx_params p = {.n_ctx = 0, .n_seq = 1, .n_batch = 64, .n_threads = 0, .n_kv_cells = 0};
     return p;
 }
 
@@ -115,7 +115,7 @@ void sd_ctx_free(sd_ctx *c) {
     pool_free(c->pool);
     kv_free(&c->kv);
     void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->gate, c->up, c->tmp, c->xq, c->scores,
-                    c->cell, c->base, c->chain, c->par, c->seqs, c->poss, c->anc, c->seen, c->rope_cs};
+                    c->cell, c->base, c->chain, c->par, c->seqs, c->poss, c->anc, c->seen, c->held, c->rope_cs};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
 }
@@ -126,11 +126,11 @@ sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **ou
     if (!m) return err_set(err, SD_ERR_ARG, "sd_ctx_new: model is NULL");
     sd_ctx_params p = params ? *params : sd_ctx_default_params();
     if (p.n_ctx < 0 || p.n_seq < 1 || p.n_seq > 256 || p.n_batch < 1 || p.n_batch > 4096 || p.n_threads < 0 ||
-        p.n_threads > 512)
+        p.n_threads > 512 || p.n_kv_cells < 0)
         return err_set(err, SD_ERR_ARG,
                        "invalid context parameters: n_ctx %d (>= 0), n_seq %d (1..256), n_batch %d (1..4096), "
-                       "n_threads %d (0..512)",
-                       p.n_ctx, p.n_seq, p.n_batch, p.n_threads);
+                       "n_threads %d (0..512), n_kv_cells %d (>= 0)",
+                       p.n_ctx, p.n_seq, p.n_batch, p.n_threads, p.n_kv_cells);
     const hparams *hp = &m->hp;
     if (p.n_ctx == 0) p.n_ctx = hp->n_ctx_train;
     if (p.n_ctx > (1 << 20)) return err_set(err, SD_ERR_ARG, "n_ctx %d is too large", p.n_ctx);
@@ -151,7 +151,7 @@ sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **ou
     const size_t B = (size_t)p.n_batch, E = (size_t)hp->n_embd, Q = (size_t)hp->n_head * hp->head_dim,
                  KV = (size_t)hp->n_head_kv * hp->head_dim, F = (size_t)hp->n_ff;
     size_t EQ = E > Q ? E : Q, maxc = EQ > F ? EQ : F;
-    sd_status st = kv_init(&c->kv, p.n_seq, hp->n_layer, p.n_ctx, hp->n_head_kv, hp->head_dim, err);
+    sd_status st = kv_init(&c->kv, p.n_seq, hp->n_layer, p.n_ctx, hp->n_head_kv, hp->head_dim, p.n_kv_cells, err);
     if (st) {
         free(c);
         return st;
@@ -172,12 +172,13 @@ sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **ou
     c->par = malloc(B * sizeof(int));
     c->seqs = malloc(B * sizeof(int));
     c->poss = malloc(B * sizeof(int));
-    c->anc = malloc((size_t)p.n_threads * B * sizeof(int));
+    c->anc = malloc((size_t)p.n_threads * 2 * B * sizeof(int));
     c->seen = malloc((size_t)p.n_seq * sizeof(int));
+    c->held = malloc((size_t)p.n_seq * sizeof(int));
     c->rope_cs = malloc((size_t)p.n_ctx * hp->head_dim * sizeof(float));
     c->pool = pool_new(p.n_threads);
     if (!c->x || !c->xn || !c->q || !c->k || !c->v || !c->gate || !c->up || !c->tmp || !c->xq || !c->scores ||
-        !c->cell || !c->base || !c->chain || !c->par || !c->seqs || !c->poss || !c->anc || !c->seen || !c->rope_cs || !c->pool) {
+        !c->cell || !c->base || !c->chain || !c->par || !c->seqs || !c->poss || !c->anc || !c->seen || !c->held || !c->rope_cs || !c->pool) {
         sd_ctx_free(c);
         return err_set(err, SD_ERR_NOMEM, "out of memory allocating context buffers (n_batch %d, n_ctx %d)", p.n_batch,
                        p.n_ctx);
@@ -215,9 +216,25 @@ sd_status sd_kv_copy_seq(sd_ctx *c, int src, int dst, sd_error *err) {
     if (!c || src < 0 || dst < 0 || src >= c->kv.n_seq || dst >= c->kv.n_seq)
         return err_set(err, SD_ERR_ARG, "sd_kv_copy_seq: invalid sequences %d -> %d (context has %d)", src, dst,
                        c ? c->kv.n_seq : 0);
-    kv_copy_seq(&c->kv, src, dst);
-    return SD_OK;
+    return kv_copy_seq(&c->kv, src, dst, err);
 }
+
+sd_status sd_kv_reserve(sd_ctx *c, int seq, int n_more, sd_error *err) {
+    if (!c || seq < 0 || seq >= c->kv.n_seq || n_more < 0)
+        return err_set(err, SD_ERR_ARG, "sd_kv_reserve: invalid sequence %d or count %d", seq, n_more);
+    const int len = kv_max_len(&c->kv, seq);
+    if (n_more > c->n_ctx - len)
+        return err_set(err, SD_ERR_CTX_FULL, "sequence %d: %d cached + %d more positions exceed the context (%d)", seq,
+                       len, n_more, c->n_ctx);
+    return kv_reserve(&c->kv, seq, len + n_more, err);
+}
+
+void sd_kv_pool_usage(const sd_ctx *c, int *cells_used, int *cells_capacity) {
+    if (cells_used) *cells_used = c ? kv_pages_used(&c->kv) * c->kv.page_cells : 0;
+    if (cells_capacity) *cells_capacity = c ? c->kv.cap_pages * c->kv.page_cells : 0;
+}
+
+int sd_kv_page_cells(const sd_ctx *c) { return c ? c->kv.page_cells : 0; }
 
 sd_status sd_kv_keep(sd_ctx *c, int seq, int start, const int32_t *cells, int n, sd_error *err) {
     if (!c || seq < 0 || seq >= c->kv.n_seq || start < 0 || n < 0 || (n > 0 && !cells))
@@ -251,6 +268,33 @@ static void rope(float *x, int n_heads, int hd, const float *cs_pos, rope_kind k
     }
 }
 
+/* A run of visible cells that share a page: scores [j0, j0 + n) of the score rows; k the page's K rows of the KV
+ * head ([page_cells][hd], the V rows page_half floats on); cells page-relative (NULL: consecutive from row 0). */
+typedef struct att_run {
+    const float *k;
+    const int *cells;
+    int n;
+} att_run;
+
+/* The run starting at visible cell j0: the prefix [0, prefix) page by page (j0 is then a page start), then the
+ * ancestors' cells anc[n_anc] (ascending) in runs on one page, made page-relative in rel. Returns false past the
+ * end. In order, the runs give the keys in the order of one call over all visible cells. */
+static bool att_next_run(const kv_cache *kv, int s, int layer, int kvh, int prefix, const int *anc, int *rel,
+                         int n_anc, int j0, att_run *r) {
+    const int P = kv->page_cells;
+    if (j0 < prefix) {
+        *r = (att_run){kv_page_rows(kv, s, j0 / P, layer, kvh), NULL, prefix - j0 < P ? prefix - j0 : P};
+        return true;
+    }
+    const int a = j0 - prefix;
+    if (a >= n_anc) return false;
+    const int pg = anc[a] / P;
+    int e = a;
+    for (; e < n_anc && anc[e] / P == pg; e++) rel[e] = anc[e] - pg * P;
+    *r = (att_run){kv_page_rows(kv, s, pg, layer, kvh), rel + a, e - a};
+    return true;
+}
+
 typedef struct att_job {
     sd_ctx *c;
     int n, layer;
@@ -272,7 +316,9 @@ static void att_worker(void *arg, int ith, int nth) {
     const float scale = 1.0f / sqrtf((float)hd);
     const size_t ss = (size_t)c->n_ctx + c->n_batch;                   /* stride of a head's scores */
     float *sc = c->scores + (size_t)ith * (size_t)grp * ss;            /* [hs][ss] */
-    int *anc = c->anc + (size_t)ith * c->n_batch;
+    int *anc = c->anc + (size_t)ith * 2 * c->n_batch; /* [B] ancestors' cells */
+    int *rel = anc + c->n_batch;                       /* [B] the same, page-relative */
+    const kv_cache *kv = &c->kv;
     /* tasks dealt round-robin: later entries of a causal block see more cells, so contiguous ranges would give the
      * last thread most of a prefill's work */
     for (int t = ith; t < j->n * per_entry; t += nth) {
@@ -288,18 +334,18 @@ static void att_worker(void *arg, int ith, int nth) {
             for (int a = i; a >= 0; a = c->par[a]) anc[--r] = c->cell[a];
         }
         int n_vis = prefix + n_anc;
-        const float *kb = c->kv.k + kv_head(&c->kv, s, j->layer, kvh); /* [n_ctx][hd] */
-        const float *vb = c->kv.v + kv_head(&c->kv, s, j->layer, kvh);
         const float *q = c->q + (size_t)i * Q + (size_t)h0 * hd; /* [hs][hd] */
         float *o = c->xn + (size_t)i * Q + (size_t)h0 * hd;      /* [hs][hd] */
-        /* sc[g][n_vis]: scores of the visible cells, [0, prefix) then the ancestors */
-        c->ops->att_scores(q, hs, kb, (size_t)hd, NULL, prefix, hd, scale, sc, ss);
-        c->ops->att_scores(q, hs, kb, (size_t)hd, anc, n_anc, hd, scale, sc + prefix, ss);
+        /* sc[g][n_vis]: scores of the visible cells, [0, prefix) then the ancestors, a page's run at a time (each
+         * score is its own dot; each o element one chain over the keys in order: the bits of one call) */
+        att_run r;
+        for (int j0 = 0; att_next_run(kv, s, j->layer, kvh, prefix, anc, rel, n_anc, j0, &r); j0 += r.n)
+            c->ops->att_scores(q, hs, r.k, (size_t)hd, r.cells, r.n, hd, scale, sc + j0, ss);
         float inv[ATT_MAX_HEADS];
         for (int g = 0; g < hs; g++) inv[g] = 1.0f / c->ops->softmax(sc + g * ss, n_vis);
         for (int e = 0; e < hs * hd; e++) o[e] = 0.0f;
-        c->ops->att_mix(o, hs, sc, ss, vb, (size_t)hd, NULL, prefix, hd);
-        c->ops->att_mix(o, hs, sc + prefix, ss, vb, (size_t)hd, anc, n_anc, hd);
+        for (int j0 = 0; att_next_run(kv, s, j->layer, kvh, prefix, anc, rel, n_anc, j0, &r); j0 += r.n)
+            c->ops->att_mix(o, hs, sc + j0, ss, r.k + kv->page_half, (size_t)hd, r.cells, r.n, hd);
         for (int g = 0; g < hs; g++)
             for (int e = 0; e < hd; e++) o[(size_t)g * hd + e] *= inv[g];
     }
@@ -375,6 +421,22 @@ static void lm_head_rows(sd_ctx *c, float *rows, int n, int depth, const sd_exit
 }
 
 /* ------------------------------------------------------------------ the forward call */
+/* Makes every sequence of the block hold the pages of its new cells (its last entry has its highest cell), before
+ * anything is written; on failure gives back what this call took, so nothing changes. */
+static sd_status reserve_block(sd_ctx *c, int n, sd_error *err) {
+    kv_cache *kv = &c->kv;
+    for (int i = 0; i < n; i++) c->held[c->seqs[i]] = kv->n_pages[c->seqs[i]];
+    for (int i = 0; i < n; i++) {
+        if (c->chain[i] != c->seen[c->seqs[i]] - 1) continue;
+        sd_status st = kv_reserve(kv, c->seqs[i], c->cell[i] + 1, err);
+        if (st) {
+            for (int k = 0; k < i; k++) kv_release(kv, c->seqs[k], c->held[c->seqs[k]] * kv->page_cells);
+            return st;
+        }
+    }
+    return SD_OK;
+}
+
 sd_status sd_forward(sd_ctx *c, const sd_block *b, const sd_forward_args *a, sd_error *err) {
     if (!c || !b || !a) return err_set(err, SD_ERR_ARG, "sd_forward: NULL argument");
     const sd_model *m = c->m;
@@ -426,6 +488,8 @@ sd_status sd_forward(sd_ctx *c, const sd_block *b, const sd_forward_args *a, sd_
             return err_set(err, SD_ERR_ARG, "entry %d: position %d outside [0, %d)", i, pos, c->n_ctx);
         c->poss[i] = pos;
     }
+    sd_status st = reserve_block(c, n, err);
+    if (st) return st;
     int n_logits = 0;
     for (int i = 0; i < n; i++) n_logits += a->want_logits ? a->want_logits[i] != 0 : i == n - 1;
 

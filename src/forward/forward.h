@@ -30,8 +30,9 @@ struct sd_ctx {
     int *par;      /* [B] effective parent (-1 = root) */
     int *seqs;     /* [B] sequence of each entry */
     int *poss;     /* [B] position of each entry */
-    int *anc;      /* [n_threads][B] ancestor scratch */
+    int *anc;      /* [n_threads][2][B] ancestor scratch: cells, page-relative cells */
     int *seen;     /* [n_seq] scratch: entries per sequence */
+    int *held;     /* [n_seq] scratch: pages a sequence held before the block */
     float *rope_cs; /* [n_ctx][head_dim/2][2] cos, sin of pos * base^(-2i/head_dim) */
 };
 

@@ -6,7 +6,9 @@
  *     accepted path is not a prefix of the block) the target's cache equals a plain run's, bit for bit;
  *  3. the scheduler merges the sessions' verification passes into few forward calls; a session whose cache cannot
  *     hold its block fails alone;
- *  4. API misuse: bad sequence ids, a sequence used twice, empty prompts. */
+ *  4. the KV pool: 1,000 short sessions through a small pool all give their alone output and leave it empty; a
+ *     session that cannot get a page fails alone;
+ *  5. API misuse: bad sequence ids, a sequence used twice, empty prompts. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +17,11 @@
 
 enum { N_CTX = 256, MAX_P = 16, N_METHODS = 7 };
 
+static double scale(void) { /* SPECDEC_TEST_SCALE < 1: a lighter run (the sanitizer build) */
+    const char *s = getenv("SPECDEC_TEST_SCALE");
+    return s ? atof(s) : 1.0;
+}
+
 static sd_model *load(const char *rel) {
     sd_model *m = NULL;
     sd_error err;
@@ -22,8 +29,9 @@ static sd_model *load(const char *rel) {
     return m;
 }
 
-static sd_ctx *mkctx(sd_model *m, int n_seq) {
+static sd_ctx *mkctx_pool(sd_model *m, int n_seq, int n_kv_cells) {
     sd_ctx_params cp = sd_ctx_default_params();
+    cp.n_kv_cells = n_kv_cells;
     cp.n_ctx = N_CTX;
     cp.n_seq = n_seq;
     cp.n_batch = 64;
@@ -33,6 +41,8 @@ static sd_ctx *mkctx(sd_model *m, int n_seq) {
     if (sd_ctx_new(m, &cp, &c, &err) != SD_OK) CHECK(0, "ctx: %s", err.msg);
     return c;
 }
+
+static sd_ctx *mkctx(sd_model *m, int n_seq) { return mkctx_pool(m, n_seq, 0); }
 
 static const char *METHOD_NAMES[N_METHODS] = {"plain", "draft", "draft tree", "ngram", "early exit", "DEL", "SpecBound"};
 
@@ -231,6 +241,113 @@ static void trees_greedy(sd_model *tm, sd_model *dm) {
     sd_sampler_free(smp);
 }
 
+/* ---- the KV pool */
+static int pool_used(sd_ctx *c) {
+    int used = -1;
+    sd_kv_pool_usage(c, &used, NULL);
+    return used;
+}
+
+static void pool_sessions(sd_model *tm, sd_model *dm) {
+    enum { N_CFG = 8, P = 4 };
+    const int N_SESSIONS = scale() < 1 ? 100 : 1000;
+    /* configurations: (method, prompt) pairs; each session repeats one, and must give its alone output */
+    job cfg[N_CFG];
+    const int methods[N_CFG] = {0, 1, 3, 4, 2, 0, 1, 3};
+    for (int i = 0; i < N_CFG; i++) {
+        job *j = &cfg[i];
+        memset(j, 0, sizeof *j);
+        j->method = methods[i];
+        j->text = i % N_TEXTS;
+        j->n_predict = 6;
+        j->seed = 5 + i;
+        sd_tokenize(tm, TEXTS[j->text], strlen(TEXTS[j->text]), true, false, j->prompt, 128, &j->n_prompt, NULL);
+        if (j->n_prompt > 3 + i % 4) j->n_prompt = 3 + i % 4;
+        run_alone(j, tm, dm, 0.0f);
+    }
+    /* a pool of one page per sequence (each session needs less than a page) */
+    sd_ctx *ct = mkctx_pool(tm, P, P * 64), *cd = mkctx_pool(dm, P, P * 64);
+    sd_sched *sc = NULL;
+    sd_sched_new(ct, NULL, &sc, NULL);
+    sd_session *slot[P] = {0};
+    int slot_cfg[P] = {0}, started = 0, done = 0, bad = 0, max_used = 0;
+    sd_error err;
+    while (done < N_SESSIONS) {
+        for (int s = 0; s < P && started < N_SESSIONS; s++) {
+            if (slot[s]) continue;
+            job j = cfg[started % N_CFG];
+            j.seq = s;
+            sd_session_params p = job_params(&j, cd, 0.0f);
+            if (sd_session_new(ct, &p, &slot[s], &err) || sd_session_set_prompt(slot[s], j.prompt, j.n_prompt, &err) ||
+                sd_sched_add(sc, slot[s], &err)) {
+                CHECK(0, "pool session %d: %s", started, err.msg);
+                return;
+            }
+            slot_cfg[s] = started++ % N_CFG;
+        }
+        if (sd_sched_step(sc, &err) != SD_OK) {
+            CHECK(0, "pool step: %s", err.msg);
+            return;
+        }
+        if (pool_used(ct) > max_used) max_used = pool_used(ct);
+        for (int s = 0; s < P; s++) {
+            if (!slot[s] || !sd_session_done(slot[s])) continue;
+            int n = 0;
+            const int32_t *t = sd_session_tokens(slot[s], &n);
+            const job *ref = &cfg[slot_cfg[s]];
+            bad += sd_session_status(slot[s], NULL) != SD_OK || n != ref->n_want ||
+                   memcmp(t, ref->want, (size_t)n * sizeof *t) != 0;
+            sd_session_free(slot[s]);
+            slot[s] = NULL;
+            done++;
+        }
+    }
+    CHECK(bad == 0, "%d of %d sessions through a small pool differ from their alone output (or failed)", bad, N_SESSIONS);
+    CHECK(pool_used(ct) == 0 && pool_used(cd) == 0, "the pools are not empty after every session ended (%d, %d cells)",
+          pool_used(ct), pool_used(cd));
+    printf("  pool: %d short sessions (4 methods) through a %d-cell pool, P=%d: %d bad; at most %d cells held; empty at the end\n",
+           N_SESSIONS, P * 64, P, bad, max_used);
+    sd_sched_free(sc);
+    sd_ctx_free(ct);
+    sd_ctx_free(cd);
+}
+
+/* Three pages for two sequences: the long session runs out and fails with "pool exhausted"; the short one finishes
+ * with its alone output. */
+static void pool_exhaustion(sd_model *tm, sd_model *dm) {
+    job shortj = {0}, longj = {0};
+    shortj.text = 0, shortj.n_predict = 30, shortj.seed = 1;
+    longj.text = 2, longj.n_predict = 200, longj.seq = 1, longj.seed = 2;
+    sd_tokenize(tm, TEXTS[0], strlen(TEXTS[0]), true, false, shortj.prompt, 128, &shortj.n_prompt, NULL);
+    sd_tokenize(tm, TEXTS[2], strlen(TEXTS[2]), true, false, longj.prompt, 128, &longj.n_prompt, NULL);
+    run_alone(&shortj, tm, dm, 0.0f);
+    sd_ctx *ct = mkctx_pool(tm, 2, 3 * 64);
+    sd_sched *sc = NULL;
+    sd_sched_new(ct, NULL, &sc, NULL);
+    sd_session *a = NULL, *b = NULL;
+    sd_error err;
+    sd_session_params pa = job_params(&shortj, NULL, 0.0f), pb = job_params(&longj, NULL, 0.0f);
+    sd_session_new(ct, &pa, &a, NULL);
+    sd_session_new(ct, &pb, &b, NULL);
+    sd_session_set_prompt(a, shortj.prompt, shortj.n_prompt, NULL);
+    sd_session_set_prompt(b, longj.prompt, longj.n_prompt, NULL);
+    sd_sched_add(sc, a, NULL);
+    sd_sched_add(sc, b, NULL);
+    for (int i = 0; i < 1000 && sd_sched_n_live(sc) > 0; i++) CHECK(sd_sched_step(sc, &err) == SD_OK, "step: %s", err.msg);
+    sd_status sb = sd_session_status(b, &err);
+    CHECK(sb == SD_ERR_NOMEM && strstr(err.msg, "pool"), "the long session did not fail with 'pool exhausted' (%d: %s)", sb,
+          err.msg);
+    int n = 0;
+    const int32_t *t = sd_session_tokens(a, &n);
+    CHECK(sd_session_status(a, NULL) == SD_OK && n == shortj.n_want && memcmp(t, shortj.want, (size_t)n * sizeof *t) == 0,
+          "the short session was hurt by the other's failure");
+    sd_session_free(a);
+    sd_session_free(b);
+    CHECK(pool_used(ct) == 0, "pool not empty after both sessions ended");
+    sd_sched_free(sc);
+    sd_ctx_free(ct);
+}
+
 /* ---- failures stay with their session; misuse */
 static void isolation_and_misuse(sd_model *tm, sd_model *dm) {
     sd_ctx *ct = mkctx(tm, 2), *cd = mkctx(dm, 1);
@@ -297,9 +414,11 @@ int main(void) {
     if (!tm || !dm) return tl_finish("test_session");
     trees_greedy(tm, dm);
     isolation_and_misuse(tm, dm);
-    const int Ps[] = {1, 3, 8, 16};
-    for (int i = 0; i < 4; i++) batch_equals_alone(tm, dm, Ps[i], 0.0f);
-    for (int i = 0; i < 4; i++) batch_equals_alone(tm, dm, Ps[i], 0.8f);
+    pool_exhaustion(tm, dm);
+    pool_sessions(tm, dm);
+    const int Ps[] = {16, 8, 3, 1}, n_ps = scale() < 1 ? 1 : 4;
+    for (int i = 0; i < n_ps; i++) batch_equals_alone(tm, dm, Ps[i], 0.0f);
+    for (int i = 0; i < n_ps; i++) batch_equals_alone(tm, dm, Ps[i], 0.8f);
     sd_model_free(tm);
     sd_model_free(dm);
     return tl_finish("test_session");

@@ -48,7 +48,7 @@ struct sd_session {
     verify_plan plan;
     double t_round0;  /* when the round's drafting started */
     double t_verify0; /* when drafting ended */
-    uint64_t passes0; /* target layer passes before drafting */
+    uint64_t passes0; /* target layer passes before drafting; then the drafter's own passes this round */
     double aux0;
     /* statistics */
     sd_spec_stats stats;
@@ -297,6 +297,7 @@ static bool propose_round(sd_session *s, fwd_req *r) {
             return false;
         }
     }
+    s->passes0 = sd_ctx_layer_passes(s->target) - s->passes0; /* drafting and plan forwards on the target */
     const int k = s->k, base = s->n - 1;
     bool chain = true;
     s->block[0] = s->hist[s->n - 1];
@@ -381,7 +382,7 @@ static void commit_round(sd_session *s, const fwd_req *r) {
     st->n_accepted += acc;
     st->t_draft_s += s->t_verify0 - s->t_round0;
     st->t_verify_s += tc - s->t_verify0;
-    st->layer_passes += sd_ctx_layer_passes(s->target) - s->passes0; /* the drafter's own passes (alone) */
+    st->layer_passes += s->passes0;                                   /* the drafter's own passes */
     st->layer_passes += (uint64_t)(s->L - r->layer_begin);           /* and the verification pass */
     if (s->sp.round_cb) {
         sd_spec_round rd = {k, acc, emitted, sd_kv_len(s->target, s->seq, -1)};

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "specdec.h"
+#include "speculative/merge.h"
 #include "testlib.h"
 
 enum { N_CTX = 256, MAX_P = 16, N_METHODS = 7 };
@@ -159,6 +160,40 @@ static void batch_equals_alone(sd_model *tm, sd_model *dm, int P, float temp) {
     sd_sched_free(sc);
     sd_ctx_free(ct);
     sd_ctx_free(cd);
+}
+
+/* ---- merge: three sessions' requests (a prompt chunk, a chain block, a tree block) in one forward call give the
+ * bits of three calls alone */
+static void merge_unit(sd_model *tm) {
+    sd_model_info info;
+    sd_model_get_info(tm, &info);
+    const int V = info.n_vocab;
+    sd_ctx *a = mkctx(tm, 3), *b = mkctx(tm, 3);
+    int32_t pre[4] = {1, 50, 60, 70}, t0[5] = {1, 11, 12, 13, 14}, t1[3] = {80, 81, 82}, t2[4] = {90, 91, 92, 93};
+    int32_t par2[4] = {-1, 0, 0, 1}, pos2[4] = {4, 5, 5, 6};
+    uint8_t w0[5] = {0, 0, 0, 0, 1}, w1[3] = {1, 1, 1}, w2[4] = {1, 1, 1, 1};
+    for (int s = 1; s < 3; s++) { /* sequences 1 and 2 have a cached prefix */
+        sd_forward(a, &(sd_block){.n = 4, .token = pre, .seq_all = s}, &(sd_forward_args){0}, NULL);
+        sd_forward(b, &(sd_block){.n = 4, .token = pre, .seq_all = s}, &(sd_forward_args){0}, NULL);
+    }
+    float *la = malloc((size_t)16 * V * sizeof *la), *lb = la + (size_t)8 * V;
+    fwd_req ra[3] = {{.seq = 0, .n = 5, .token = t0, .want = w0, .logits = la},
+                     {.seq = 1, .n = 3, .token = t1, .want = w1, .logits = la + (size_t)1 * V},
+                     {.seq = 2, .n = 4, .token = t2, .parent = par2, .pos = pos2, .want = w2, .logits = la + (size_t)4 * V}};
+    fwd_req rb[3];
+    memcpy(rb, ra, sizeof ra);
+    rb[0].logits = lb, rb[1].logits = lb + (size_t)1 * V, rb[2].logits = lb + (size_t)4 * V;
+    merge_ws *ws = merge_ws_new(a);
+    CHECK(ws && merge_run(ws, ra, 3, NULL) == SD_OK, "merge_run");
+    CHECK(ws && merge_calls(ws) == 1, "three requests took %llu forward calls, not one",
+          ws ? (unsigned long long)merge_calls(ws) : 0ull);
+    for (int i = 0; i < 3; i++) CHECK(ra[i].status == SD_OK && fwd_req_run(b, &rb[i]) == SD_OK, "request %d", i);
+    CHECK(memcmp(la, lb, (size_t)8 * V * sizeof *la) == 0, "merged logits differ from the requests' alone");
+    for (int s = 0; s < 3; s++) CHECK(sd_kv_len(a, s, -1) == sd_kv_len(b, s, -1), "sequence %d's cache length", s);
+    merge_ws_free(ws);
+    free(la);
+    sd_ctx_free(a);
+    sd_ctx_free(b);
 }
 
 /* ---- trees: greedy output and the caches after every round */
@@ -412,6 +447,7 @@ static void isolation_and_misuse(sd_model *tm, sd_model *dm) {
 int main(void) {
     sd_model *tm = load("models/stories-ee.gguf"), *dm = load("models/stories260K.gguf");
     if (!tm || !dm) return tl_finish("test_session");
+    merge_unit(tm);
     trees_greedy(tm, dm);
     isolation_and_misuse(tm, dm);
     pool_exhaustion(tm, dm);

@@ -23,6 +23,14 @@ typedef struct model_drafter {
     int V, n_batch;
     int len;         /* tokens of hist in the draft cache */
     float *logits;   /* [V] */
+    /* the round in progress (drafting one forward at a time) */
+    int32_t *hist;
+    int n, max, k;
+    ctrl *c;
+    draft_tree *t;
+    enum { MD_FEED, MD_CHAIN, MD_TREE } phase;
+    uint8_t one;     /* 1: a want flag */
+    int dep, fb, fe, budget; /* trees: the depth being added, the newest level's nodes [fb, fe), the node budget */
     /* trees */
     int tree_nodes, n_conf, topk[8];
     float conf[7];
@@ -68,93 +76,146 @@ static int children_for(const model_drafter *md, float top1) {
     return md->topk[i];
 }
 
-static int md_draft_tree(model_drafter *md, int32_t *hist, int n, int max_depth, draft_tree *t, sd_error *err) {
-    const int V = md->V;
-    int budget = t->max_nodes < md->tree_nodes ? t->max_nodes : md->tree_nodes;
-    if (budget > md->n_batch) budget = md->n_batch;
-    t->onehot = true;
-    int k = 0, fb = -1, fe = 0; /* the newest level: nodes [fb, fe) (fb = -1: the root alone) */
-    for (int dep = 1; dep <= max_depth && k < budget; dep++) {
-        const int k0 = k;
-        /* nodes kept back for the deeper levels, so that the tree always holds the chain of top-1 tokens as deep as
-         * a chain drafter would go (node 0 of each level is the top-1 child of the previous level's node 0) */
-        const int level_cap = budget - (max_depth - dep);
-        for (int par = fb; par < fe && k < budget; par++) {
-            const float *row = par < 0 ? md->logits : md->tl + (size_t)(par - fb) * V;
-            const float *score = row;
-            int32_t best = accept_argmax(row, V);
-            float top1;
-            if (md->greedy) {
-                top1 = accept_top1_prob(row, V, best, 1.0f);
-            } else { /* rank by the processed distribution (penalty history: the path) */
-                int len = path_into(t, par, hist, n, md->depth);
-                sd_sampler_probs(md->smp, row, hist, n + len, md->probs);
-                score = md->probs;
-                best = accept_argmax(score, V);
-                top1 = score[best];
-            }
-            int c = children_for(md, top1);
-            /* the c best tokens, best first (lowest id on ties) */
-            for (int j = 0; j < c && k < budget && (k < level_cap || k == k0); j++) {
-                int32_t x = -1;
-                for (int v = 0; v < V; v++) {
-                    if (x >= 0 && !(score[v] > score[x])) continue;
-                    bool taken = false;
-                    for (int i = k - j; i < k && !taken; i++) taken = t->token[i] == v;
-                    if (!taken) x = v;
-                }
-                if (x < 0 || (!md->greedy && score[x] <= 0.0f)) break;
-                t->token[k] = x;
-                t->parent[k] = par;
-                md->depth[k] = dep;
-                k++;
-            }
+/* Adds the next tree level below nodes [fb, fe) (the root when fb = -1); false when nothing was added. */
+static bool tree_add_level(model_drafter *md) {
+    draft_tree *t = md->t;
+    const int V = md->V, k0 = md->k, dep = md->dep;
+    /* nodes kept back for the deeper levels, so that the tree always holds the chain of top-1 tokens as deep as a
+     * chain drafter would go (node 0 of each level is the top-1 child of the previous level's node 0) */
+    const int level_cap = md->budget - (md->max - dep);
+    int k = k0;
+    for (int par = md->fb; par < md->fe && k < md->budget; par++) {
+        const float *row = par < 0 ? md->logits : md->tl + (size_t)(par - md->fb) * V;
+        const float *score = row;
+        int32_t best = accept_argmax(row, V);
+        float top1;
+        if (md->greedy) {
+            top1 = accept_top1_prob(row, V, best, 1.0f);
+        } else { /* rank by the processed distribution (penalty history: the path) */
+            int len = path_into(t, par, md->hist, md->n, md->depth);
+            sd_sampler_probs(md->smp, row, md->hist, md->n + len, md->probs);
+            score = md->probs;
+            best = accept_argmax(score, V);
+            top1 = score[best];
         }
-        if (k == k0) break;
-        fb = k0;
-        fe = k;
-        if (dep == max_depth || k >= budget) break;
-        /* the tree so far, as one block after the history: logits of the newest level */
-        sd_kv_truncate(md->ctx, md->seq, n, NULL);
-        for (int j = 0; j < k; j++) {
-            md->tpos[j] = n - 1 + md->depth[j];
-            md->twant[j] = j >= fb;
-        }
-        sd_block b = {.n = k, .token = t->token, .parent = t->parent, .pos = md->tpos, .seq_all = md->seq};
-        sd_forward_args a = {.want_logits = md->twant, .logits = md->tl};
-        if (sd_forward(md->ctx, &b, &a, err)) {
-            err_prefix(err, "draft model: ");
-            return -1;
+        int c = children_for(md, top1);
+        /* the c best tokens, best first (lowest id on ties) */
+        for (int j = 0; j < c && k < md->budget && (k < level_cap || k == k0); j++) {
+            int32_t x = -1;
+            for (int v = 0; v < V; v++) {
+                if (x >= 0 && !(score[v] > score[x])) continue;
+                bool taken = false;
+                for (int i = k - j; i < k && !taken; i++) taken = t->token[i] == v;
+                if (!taken) x = v;
+            }
+            if (x < 0 || (!md->greedy && score[x] <= 0.0f)) break;
+            t->token[k] = x;
+            t->parent[k] = par;
+            md->depth[k] = dep;
+            k++;
         }
     }
-    sd_kv_truncate(md->ctx, md->seq, n, NULL);
-    return k;
+    md->k = k;
+    md->fb = k0;
+    md->fe = k;
+    return k > k0;
 }
 
-static int md_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tree *t, sd_error *err) {
-    model_drafter *md = (model_drafter *)d;
-    t->onehot = false;
-    if (feed(md, hist, md->len, n, true, err)) return -1;
-    if (md->tree_nodes > 0) return md_draft_tree(md, hist, n, max, t, err);
-    int k = 0;
-    while (k < max) {
-        float top1, *qk = md->greedy ? NULL : t->q + (size_t)k * md->V;
-        int32_t x = draft_peek(md->smp, md->greedy, md->logits, md->V, hist, n + k, qk, c->uses_conf, &top1);
-        if (!c->keep_going(c, k, top1)) break;
-        x = draft_draw(md->smp, md->greedy, x, qk);
-        t->token[k] = x;
-        hist[n + k] = x; /* the penalty's history for the next draft step */
-        k++;
-        if (k < max) {
-            sd_forward_args a = {.logits = md->logits};
-            if (sd_forward(md->ctx, &(sd_block){.n = 1, .token = &x, .seq_all = md->seq}, &a, err)) {
-                err_prefix(err, "draft model: ");
-                return -1;
+/* The next forward of the round, or 0 when the round is drafted. */
+static int md_step(model_drafter *md, fwd_req *r, int *k) {
+    draft_tree *t = md->t;
+    const int n = md->n;
+    if (md->len < n) { /* catch up with the history, in chunks; the last one's logits are the root's */
+        int c = n - md->len < md->n_batch ? n - md->len : md->n_batch;
+        md->phase = MD_FEED;
+        *r = (fwd_req){.seq = md->seq, .n = c, .token = md->hist + md->len, .want = &md->one,
+                       .logits = md->len + c == n ? md->logits : NULL};
+        if (c > 1 && r->logits) { /* want only the last entry */
+            memset(md->twant, 0, (size_t)c - 1);
+            md->twant[c - 1] = 1;
+            r->want = md->twant;
+        }
+        return 1;
+    }
+    if (md->tree_nodes > 0) {
+        if (md->phase != MD_TREE) { /* the root's logits are in: the first level */
+            md->budget = t->max_nodes < md->tree_nodes ? t->max_nodes : md->tree_nodes;
+            if (md->budget > md->n_batch) md->budget = md->n_batch;
+            md->fb = -1, md->fe = 0, md->dep = 0;
+            md->phase = MD_TREE;
+        }
+        md->dep++;
+        if (md->dep > md->max || md->k >= md->budget || !tree_add_level(md) || md->dep == md->max ||
+            md->k >= md->budget) {
+            sd_kv_truncate(md->ctx, md->seq, n, NULL);
+            *k = md->k;
+            return 0;
+        }
+        /* the tree so far, as one block after the history (re-run from the history on: the same bits as node by
+         * node): logits of the newest level */
+        sd_kv_truncate(md->ctx, md->seq, n, NULL);
+        for (int j = 0; j < md->k; j++) {
+            md->tpos[j] = n - 1 + md->depth[j];
+            md->twant[j] = j >= md->fb;
+        }
+        *r = (fwd_req){.seq = md->seq, .n = md->k, .token = t->token, .parent = t->parent, .pos = md->tpos,
+                       .want = md->twant, .logits = md->tl};
+        return 1;
+    }
+    /* a chain: one token at a time, asking the controller */
+    md->phase = MD_CHAIN;
+    if (md->k < md->max) {
+        const int i = md->k;
+        float top1, *qi = md->greedy ? NULL : t->q + (size_t)i * md->V;
+        int32_t x = draft_peek(md->smp, md->greedy, md->logits, md->V, md->hist, n + i, qi, md->c->uses_conf, &top1);
+        if (md->c->keep_going(md->c, i, top1)) {
+            x = draft_draw(md->smp, md->greedy, x, qi);
+            t->token[i] = x;
+            md->hist[n + i] = x; /* the penalty's history for the next draft step */
+            md->k++;
+            if (md->k < md->max) {
+                *r = (fwd_req){.seq = md->seq, .n = 1, .token = t->token + i, .want = &md->one, .logits = md->logits};
+                return 1;
             }
-            md->len = n + k;
         }
     }
-    return k;
+    *k = md->k;
+    return 0;
+}
+
+static int md_start(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tree *t, fwd_req *r, int *k,
+                    sd_error *err) {
+    model_drafter *md = (model_drafter *)d;
+    (void)err;
+    md->hist = hist, md->n = n, md->max = max, md->c = c, md->t = t, md->k = 0;
+    md->phase = MD_FEED;
+    t->onehot = md->tree_nodes > 0;
+    return md_step(md, r, k);
+}
+
+static int md_next(drafter *d, fwd_req *r, int *k, sd_error *err) {
+    model_drafter *md = (model_drafter *)d;
+    if (r->status) {
+        if (err) *err = r->err;
+        err_prefix(err, "draft model: ");
+        sd_kv_truncate(md->ctx, md->seq, md->len < md->n ? md->len : md->n, NULL);
+        return -1;
+    }
+    if (md->phase == MD_FEED) md->len += r->n;
+    else if (md->phase == MD_CHAIN) md->len = md->n + md->k;
+    return md_step(md, r, k);
+}
+
+/* The round alone: each forward runs as it comes. */
+static int md_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tree *t, sd_error *err) {
+    model_drafter *md = (model_drafter *)d;
+    fwd_req r;
+    int k = 0, st = md_start(d, hist, n, max, c, t, &r, &k, err);
+    while (st == 1) {
+        fwd_req_run(md->ctx, &r);
+        st = md_next(d, &r, &k, err);
+    }
+    return st < 0 ? -1 : k;
 }
 
 static void md_on_verified(drafter *d, const int32_t *hist, int n, int n_acc) {
@@ -191,12 +252,18 @@ drafter *drafter_model_new(sd_ctx *dctx, int seq, const sd_sampler *smp, const s
         err_set(err, SD_ERR_NOMEM, "out of memory creating the draft model's drafter");
         return NULL;
     }
-    md->base = (drafter){"draft", 0, md_begin, md_draft, NULL, NULL, md_on_verified, md_free};
+    md->base = (drafter){"draft", 0, md_begin, md_draft, NULL, NULL, md_on_verified, md_free, dctx, md_start, md_next};
     md->ctx = dctx;
     md->seq = seq;
     md->greedy = sd_sampler_is_greedy(smp);
     md->V = info.n_vocab;
     md->n_batch = sd_ctx_n_batch(dctx);
+    md->one = 1;
+    if (!(md->twant = malloc((size_t)md->n_batch))) {
+        md_free(&md->base);
+        err_set(err, SD_ERR_NOMEM, "out of memory creating the draft model's drafter");
+        return NULL;
+    }
     if (spp->tree_nodes > 0) {
         const size_t B = (size_t)md->n_batch, V = (size_t)info.n_vocab;
         md->tree_nodes = spp->tree_nodes;
@@ -206,9 +273,8 @@ drafter *drafter_model_new(sd_ctx *dctx, int seq, const sd_sampler *smp, const s
         md->tl = malloc(B * V * sizeof(float));
         md->probs = malloc(V * sizeof(float));
         md->tpos = malloc(B * sizeof *md->tpos);
-        md->twant = malloc(B);
         md->depth = malloc(B * sizeof *md->depth);
-        if (!md->tl || !md->probs || !md->tpos || !md->twant || !md->depth) {
+        if (!md->tl || !md->probs || !md->tpos || !md->depth) {
             md_free(&md->base);
             err_set(err, SD_ERR_NOMEM, "out of memory creating the draft model's tree drafter");
             return NULL;

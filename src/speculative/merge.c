@@ -56,14 +56,17 @@ void merge_ws_free(merge_ws *ws) {
 
 uint64_t merge_calls(const merge_ws *ws) { return ws->calls; }
 
+sd_status fwd_req_run(sd_ctx *ctx, fwd_req *r) {
+    sd_block b = {.n = r->n, .token = r->token, .embd = r->embd, .parent = r->parent, .pos = r->pos, .seq_all = r->seq};
+    sd_forward_args a = {.layer_begin = r->layer_begin, .want_logits = r->want, /* no logits computed without r->logits */
+                         .logits = r->logits, .hidden_layers = r->hidden_layers};
+    return r->status = sd_forward(ctx, &b, &a, &r->err);
+}
+
 /* One request in its own call (no copies). */
 static void run_alone(merge_ws *ws, fwd_req *r) {
-    memset(ws->want, 1, (size_t)r->n);
-    sd_block b = {.n = r->n, .token = r->token, .embd = r->embd, .parent = r->parent, .pos = r->pos, .seq_all = r->seq};
-    sd_forward_args a = {.layer_begin = r->layer_begin, .want_logits = ws->want, .logits = r->logits,
-                         .hidden_layers = r->hidden_layers};
     ws->calls++;
-    r->status = sd_forward(ws->ctx, &b, &a, &r->err);
+    fwd_req_run(ws->ctx, r);
 }
 
 /* Requests reqs[idx[0..m)] (same layer_begin, n_batch entries at most together) in one call. */
@@ -93,7 +96,7 @@ static void run_merged(merge_ws *ws, fwd_req *reqs, const int *idx, int m) {
             int pa = r->parent ? r->parent[i] : i - 1;
             ws->parent[off + i] = pa < 0 ? -1 : off + pa;
             ws->pos[off + i] = r->pos ? r->pos[i] : base + i;
-            ws->want[off + i] = r->logits != NULL;
+            ws->want[off + i] = r->logits != NULL && r->want[i];
         }
     }
     sd_block b = {.n = N, .token = lb == 0 ? ws->token : NULL, .embd = lb > 0 ? ws->embd : NULL, .seq = ws->seq,
@@ -111,8 +114,10 @@ static void run_merged(merge_ws *ws, fwd_req *reqs, const int *idx, int m) {
         fwd_req *r = &reqs[idx[j]];
         r->status = SD_OK;
         if (r->logits) {
-            memcpy(r->logits, lg, (size_t)r->n * V * sizeof *lg);
-            lg += (size_t)r->n * V;
+            int w = 0;
+            for (int i = 0; i < r->n; i++) w += r->want[i] != 0;
+            memcpy(r->logits, lg, (size_t)w * V * sizeof *lg);
+            lg += (size_t)w * V;
         }
         if (r->hidden_layers)
             for (int l = 0; l < ws->L - lb; l++)

@@ -17,7 +17,8 @@ typedef struct fwd_req {
     const float *embd;     /* [n][n_embd] when layer_begin > 0 */
     const int32_t *parent; /* [n] tree parents within the request (-1 = root); NULL = a chain */
     const int32_t *pos;    /* [n] positions; NULL = consecutive after the sequence's length */
-    float *logits;         /* [n][n_vocab] out: logits of every entry; NULL = none */
+    const uint8_t *want;   /* [n] nonzero = that entry's logits are wanted (with logits) */
+    float *logits;         /* [n_wanted][n_vocab] out, in entry order; NULL = none */
     float *hidden_layers;  /* [n_layer - layer_begin][n][n_embd] out; NULL = not wanted */
     sd_status status;      /* out */
     sd_error err;          /* out, when status != SD_OK */
@@ -29,6 +30,8 @@ void merge_ws_free(merge_ws *ws);
 /* Runs every request. A merged call that fails is retried request by request, so a failure stays with the request
  * that caused it (its status and err are set; the others run). Returns SD_OK unless out of memory. */
 sd_status merge_run(merge_ws *ws, fwd_req *reqs, int n_req, sd_error *err);
+/* One request in its own forward call on ctx; sets and returns r->status. */
+sd_status fwd_req_run(sd_ctx *ctx, fwd_req *r);
 /* Forward calls made so far (for tests and stats). */
 uint64_t merge_calls(const merge_ws *ws);
 #endif

@@ -1,10 +1,12 @@
 /* sched: continuous batching. The scheduler holds the live sessions (added and removed between steps). A step:
- *  1. sessions that are decoding propose their round (drafting runs here), in turn from a rotating start, while
- *     their largest possible block fits the token budget (a round is never cut short for the batch's sake, so a
- *     session's rounds — and its sampled tokens — are the same as when it runs alone; one that does not fit waits);
+ *  1. sessions that are decoding start a round, in turn from a rotating start, while their largest possible block
+ *     fits the token budget (a round is never cut short for the batch's sake, so a session's rounds — and its
+ *     sampled tokens — are the same as when it runs alone; one that does not fit waits);
  *  2. sessions still prefilling get prompt chunks from what the rounds left (at least a quarter of the budget is
  *     kept for them when any wait);
- *  3. every request runs through merge_run (shared forward calls), and each session commits its own result.
+ *  3. drafting: the separate draft models' forwards of all sessions run merged per draft context, step after step,
+ *     until every round is drafted (drafters on the target itself draft inside their session);
+ *  4. the verification blocks and prompt chunks run merged on the target, and each session commits its result.
  * A session whose forward fails fails alone. Finished sessions leave. */
 #include <stdlib.h>
 #include <string.h>
@@ -13,15 +15,23 @@
 #include "speculative/session.h"
 #include "util/err.h"
 
+enum { MAX_DRAFT_CTX = 8 };
+
 struct sd_sched {
     sd_ctx *target;
     sd_sched_params p;
     int budget, cap;
     sd_session **live; /* [cap] */
     int n_live, start;
-    fwd_req *reqs;     /* [cap] */
-    sd_session **who;  /* [cap] the session of each request */
-    merge_ws *ws;
+    fwd_req *reqs;     /* [cap] each admitted session's next forward */
+    fwd_req *tmp;      /* [cap] the requests of one merged run */
+    sd_session **who;  /* [cap] the admitted sessions */
+    fwd_kind *kind;    /* [cap] what each one's next forward is */
+    int *idx;          /* [cap] */
+    merge_ws *ws;      /* the target's */
+    sd_ctx *dctx[MAX_DRAFT_CTX]; /* draft model contexts seen, and their workspaces */
+    merge_ws *dws[MAX_DRAFT_CTX];
+    int n_dws;
 };
 
 sd_sched_params sd_sched_default_params(void) {
@@ -32,9 +42,13 @@ sd_sched_params sd_sched_default_params(void) {
 void sd_sched_free(sd_sched *sc) {
     if (!sc) return;
     merge_ws_free(sc->ws);
+    for (int i = 0; i < sc->n_dws; i++) merge_ws_free(sc->dws[i]);
     free(sc->live);
     free(sc->reqs);
+    free(sc->tmp);
     free(sc->who);
+    free(sc->kind);
+    free(sc->idx);
     free(sc);
 }
 
@@ -53,9 +67,12 @@ sd_status sd_sched_new(sd_ctx *target, const sd_sched_params *params, sd_sched *
     sc->cap = p.max_sessions ? p.max_sessions : sd_ctx_n_seq(target);
     sc->live = calloc((size_t)sc->cap, sizeof *sc->live);
     sc->reqs = calloc((size_t)sc->cap, sizeof *sc->reqs);
+    sc->tmp = calloc((size_t)sc->cap, sizeof *sc->tmp);
     sc->who = calloc((size_t)sc->cap, sizeof *sc->who);
+    sc->kind = calloc((size_t)sc->cap, sizeof *sc->kind);
+    sc->idx = calloc((size_t)sc->cap, sizeof *sc->idx);
     sc->ws = merge_ws_new(target);
-    if (!sc->live || !sc->reqs || !sc->who || !sc->ws) {
+    if (!sc->live || !sc->reqs || !sc->tmp || !sc->who || !sc->kind || !sc->idx || !sc->ws) {
         sd_sched_free(sc);
         return err_set(err, SD_ERR_NOMEM, "out of memory creating a scheduler");
     }
@@ -89,39 +106,85 @@ void sd_sched_remove(sd_sched *sc, sd_session *s) {
 
 int sd_sched_n_live(const sd_sched *sc) { return sc ? sc->n_live : 0; }
 
+/* The merge workspace of a draft model's context (made on first use). */
+static merge_ws *draft_ws(sd_sched *sc, sd_ctx *ctx) {
+    for (int i = 0; i < sc->n_dws; i++)
+        if (sc->dctx[i] == ctx) return sc->dws[i];
+    if (sc->n_dws == MAX_DRAFT_CTX) return NULL;
+    merge_ws *ws = merge_ws_new(ctx);
+    if (!ws) return NULL;
+    sc->dctx[sc->n_dws] = ctx;
+    sc->dws[sc->n_dws++] = ws;
+    return ws;
+}
+
+/* Runs the requests reqs[idx[0..m)] (all on ctx, through ws) and hands each its result. */
+static sd_status run_some(sd_sched *sc, merge_ws *ws, sd_ctx *ctx, const int *idx, int m, sd_error *err) {
+    for (int j = 0; j < m; j++) sc->tmp[j] = sc->reqs[idx[j]];
+    sd_status st = SD_OK;
+    if (ws) {
+        st = merge_run(ws, sc->tmp, m, err);
+    } else { /* no workspace (out of memory): one by one */
+        for (int j = 0; j < m; j++) fwd_req_run(ctx, &sc->tmp[j]);
+    }
+    for (int j = 0; j < m; j++) {
+        if (st) sc->tmp[j].status = st, sc->tmp[j].err = err ? *err : (sd_error){st, ""};
+        session_forward_done(sc->who[idx[j]], &sc->tmp[j]);
+    }
+    return st;
+}
+
 sd_status sd_sched_step(sd_sched *sc, sd_error *err) {
     if (!sc) return err_set(err, SD_ERR_ARG, "sd_sched_step: NULL scheduler");
     const int n = sc->n_live;
-    int n_req = 0, left = sc->budget, n_prefill = 0;
+    int n_adm = 0, left = sc->budget, n_prefill = 0;
     for (int i = 0; i < n; i++) n_prefill += session_prefilling(sc->live[i]);
     int keep = n_prefill ? sc->budget / 4 : 0; /* room kept for prompt chunks */
-    /* 1. rounds */
+    /* 1. rounds: a session is admitted when its largest possible block fits what is left */
     for (int j = 0; j < n; j++) {
         sd_session *s = sc->live[(sc->start + j) % n];
         if (sd_session_done(s) || session_prefilling(s)) continue;
         int need = session_need(s);
-        if (need > left - keep && n_req > 0) continue; /* waits for the next step */
-        if (!session_propose(s, need, &sc->reqs[n_req])) continue;
-        sc->who[n_req] = s;
-        left -= sc->reqs[n_req].n;
-        n_req++;
+        if (need > left - keep && n_adm > 0) continue; /* waits for the next step */
+        sc->who[n_adm] = s;
+        sc->kind[n_adm] = session_next(s, need, &sc->reqs[n_adm]);
+        left -= need;
+        n_adm++;
     }
-    /* 2. prompt chunks */
+    /* 2. prompt chunks in what is left */
     for (int j = 0; j < n && left > 0; j++) {
         sd_session *s = sc->live[(sc->start + j) % n];
         if (sd_session_done(s) || !session_prefilling(s)) continue;
-        if (!session_propose(s, left, &sc->reqs[n_req])) continue;
-        sc->who[n_req] = s;
-        left -= sc->reqs[n_req].n;
-        n_req++;
+        sc->who[n_adm] = s;
+        sc->kind[n_adm] = session_next(s, left, &sc->reqs[n_adm]);
+        if (sc->kind[n_adm] == FWD_TARGET) left -= sc->reqs[n_adm].n;
+        n_adm++;
     }
     if (n) sc->start = (sc->start + 1) % n;
-    /* 3. forwards, then each session's commit */
-    sd_status st = merge_run(sc->ws, sc->reqs, n_req, err);
-    if (st) {
-        for (int i = 0; i < n_req; i++) sc->reqs[i].status = st, sc->reqs[i].err = err ? *err : (sd_error){st, ""};
+    /* 3. drafting forwards (separate draft models), merged per draft context, until every round is drafted */
+    sd_status st = SD_OK;
+    for (;;) {
+        int m = 0;
+        sd_ctx *ctx = NULL;
+        for (int i = 0; i < n_adm; i++)
+            if (sc->kind[i] == FWD_DRAFT && (!ctx || session_draft_ctx(sc->who[i]) == ctx)) {
+                ctx = session_draft_ctx(sc->who[i]);
+                sc->idx[m++] = i;
+            }
+        if (!m) break;
+        sd_status s2 = run_some(sc, draft_ws(sc, ctx), ctx, sc->idx, m, err);
+        if (s2) st = s2;
+        for (int j = 0; j < m; j++) {
+            int i = sc->idx[j];
+            sc->kind[i] = session_next(sc->who[i], session_need(sc->who[i]), &sc->reqs[i]);
+        }
     }
-    for (int i = 0; i < n_req; i++) session_commit(sc->who[i], &sc->reqs[i]);
+    /* 4. the target's forwards (verification blocks and prompt chunks), merged */
+    int m = 0;
+    for (int i = 0; i < n_adm; i++)
+        if (sc->kind[i] == FWD_TARGET) sc->idx[m++] = i;
+    sd_status s3 = run_some(sc, sc->ws, sc->target, sc->idx, m, err);
+    if (s3) st = s3;
     /* finished sessions leave */
     int w = 0;
     for (int i = 0; i < n; i++)

@@ -46,6 +46,9 @@ struct sd_session {
     float *logits;    /* [gmax + 1][V] */
     float *p, *scratch; /* [V] */
     verify_plan plan;
+    uint8_t *ones;    /* [gmax + 1] want flags: logits of every entry of the verification block */
+    enum { R_NONE, R_DRAFTING, R_VERIFY } round;
+    fwd_req req;      /* the round's pending forward (a draft forward, then the verification block) */
     double t_round0;  /* when the round's drafting started */
     double t_verify0; /* when drafting ended */
     uint64_t passes0; /* target layer passes before drafting; then the drafter's own passes this round */
@@ -83,6 +86,7 @@ static void round_free(sd_session *s) {
     free(s->logits);
     free(s->p);
     free(s->scratch);
+    free(s->ones);
 }
 
 static sd_status session_create(sd_ctx *target, sd_sampler *smp, bool own, const sd_spec_params *sp, int seq,
@@ -124,7 +128,9 @@ static sd_status session_create(sd_ctx *target, sd_sampler *smp, bool own, const
     s->logits = malloc((G + 1) * V * sizeof(float));
     s->p = malloc(V * sizeof(float));
     s->scratch = malloc(V * sizeof(float));
-    if (!s->tree.token || !s->tree.parent || (!s->greedy && !s->tree.q) || !s->block || !s->bparent || !s->bpos ||
+    s->ones = malloc(G + 1);
+    if (s->ones) memset(s->ones, 1, G + 1);
+    if (!s->ones || !s->tree.token || !s->tree.parent || (!s->greedy && !s->tree.q) || !s->block || !s->bparent || !s->bpos ||
         !s->path || !s->logits || !s->p || !s->scratch) {
         s->own_smp = false;
         sd_session_free(s);
@@ -264,30 +270,10 @@ static bool start_decoding(sd_session *s) {
     return s->state == SES_DECODE;
 }
 
-/* Drafts the round's tree and describes its verification block. */
-static bool propose_round(sd_session *s, fwd_req *r) {
+/* Drafting is over (s->k nodes): plan the verification and describe its block in s->req. */
+static bool finish_drafting(sd_session *s) {
     sd_error e = {0};
     drafter *d = s->meth.d;
-    const int max = round_max(s);
-    s->t_round0 = now_s();
-    s->passes0 = sd_ctx_layer_passes(s->target);
-    for (int i = 0; i < s->gmax; i++) s->tree.parent[i] = i - 1;
-    s->tree.onehot = true;
-    /* tree nodes: every node takes a cell after the pending token in the target's cache (and the draft's) */
-    int cells = s->n_ctx - s->n;
-    if (method_ctx_room(&s->sp, s->n_ctx) - s->n < cells) cells = method_ctx_room(&s->sp, s->n_ctx) - s->n;
-    if (s->n_batch - 1 < cells) cells = s->n_batch - 1;
-    if (s->gmax < cells) cells = s->gmax;
-    s->tree.max_nodes = cells < 0 ? 0 : cells;
-    s->k = 0;
-    if (d) { /* also with max == 0: a drafter may have per-round state to reset */
-        int k = d->draft(d, s->hist, s->n, max, s->meth.c, &s->tree, &e);
-        if (k < 0) {
-            fail(s, e.status, &e);
-            return false;
-        }
-        s->k = k;
-    }
     s->t_verify0 = now_s();
     s->plan = (verify_plan){0};
     if (d && d->plan) {
@@ -310,15 +296,53 @@ static bool propose_round(sd_session *s, fwd_req *r) {
         s->bpos[j + 1] = s->bpos[pa + 1] + 1;
         chain &= pa == j - 1;
     }
-    *r = (fwd_req){.seq = s->seq, .layer_begin = s->plan.layer_begin, .n = k + 1,
-                   .token = s->plan.layer_begin == 0 ? s->block : NULL, .embd = s->plan.embd,
-                   .parent = chain ? NULL : s->bparent, .pos = chain ? NULL : s->bpos, .logits = s->logits,
-                   .hidden_layers = s->plan.hidden_layers};
+    s->req = (fwd_req){.seq = s->seq, .layer_begin = s->plan.layer_begin, .n = k + 1,
+                       .token = s->plan.layer_begin == 0 ? s->block : NULL, .embd = s->plan.embd,
+                       .parent = chain ? NULL : s->bparent, .pos = chain ? NULL : s->bpos, .want = s->ones,
+                       .logits = s->logits, .hidden_layers = s->plan.hidden_layers};
+    s->round = R_VERIFY;
     return true;
 }
 
-bool session_propose(sd_session *s, int budget, fwd_req *r) {
-    if (!s || s->state == SES_DONE || s->state == SES_EMPTY) return false;
+/* Starts a round: drafting runs here (alone), or its first forward on the draft context is described in s->req. */
+static fwd_kind start_round(sd_session *s) {
+    sd_error e = {0};
+    drafter *d = s->meth.d;
+    const int max = round_max(s);
+    s->t_round0 = now_s();
+    s->passes0 = sd_ctx_layer_passes(s->target);
+    for (int i = 0; i < s->gmax; i++) s->tree.parent[i] = i - 1;
+    s->tree.onehot = true;
+    /* tree nodes: every node takes a cell after the pending token in the target's cache (and the draft's) */
+    int cells = s->n_ctx - s->n;
+    if (method_ctx_room(&s->sp, s->n_ctx) - s->n < cells) cells = method_ctx_room(&s->sp, s->n_ctx) - s->n;
+    if (s->n_batch - 1 < cells) cells = s->n_batch - 1;
+    if (s->gmax < cells) cells = s->gmax;
+    s->tree.max_nodes = cells < 0 ? 0 : cells;
+    s->k = 0;
+    if (d && d->draft_start) { /* one forward at a time, for the scheduler to merge */
+        int st = d->draft_start(d, s->hist, s->n, max, s->meth.c, &s->tree, &s->req, &s->k, &e);
+        if (st < 0) {
+            fail(s, e.status, &e);
+            return FWD_NONE;
+        }
+        if (st == 1) {
+            s->round = R_DRAFTING;
+            return FWD_DRAFT;
+        }
+    } else if (d) { /* also with max == 0: a drafter may have per-round state to reset */
+        int k = d->draft(d, s->hist, s->n, max, s->meth.c, &s->tree, &e);
+        if (k < 0) {
+            fail(s, e.status, &e);
+            return FWD_NONE;
+        }
+        s->k = k;
+    }
+    return finish_drafting(s) ? FWD_TARGET : FWD_NONE;
+}
+
+fwd_kind session_next(sd_session *s, int budget, fwd_req *r) {
+    if (!s || s->state == SES_DONE || s->state == SES_EMPTY) return FWD_NONE;
     if (s->state == SES_PREFILL) {
         if (s->t_start == 0) s->t_start = now_s();
         /* prefill all but the newest token: it is the first entry of the first verification block */
@@ -326,14 +350,18 @@ bool session_propose(sd_session *s, int budget, fwd_req *r) {
         if (left > 0) {
             int c = left < budget ? left : budget;
             if (c > s->n_batch) c = s->n_batch;
-            if (c < 1) return false;
+            if (c < 1) return FWD_NONE;
             *r = (fwd_req){.seq = s->seq, .n = c, .token = s->hist + s->prefilled};
-            return true;
+            return FWD_TARGET;
         }
-        if (!start_decoding(s)) return false;
+        if (!start_decoding(s)) return FWD_NONE;
     }
-    return propose_round(s, r);
+    fwd_kind k = s->round == R_NONE ? start_round(s) : s->round == R_DRAFTING ? FWD_DRAFT : FWD_TARGET;
+    if (k != FWD_NONE) *r = s->req;
+    return k;
 }
+
+sd_ctx *session_draft_ctx(const sd_session *s) { return s->meth.d ? s->meth.d->draft_ctx : NULL; }
 
 /* Emits the accepted path and the target's token, stopping at EOS / n_predict / the callback; returns how many. */
 static int emit(sd_session *s, int acc, int32_t next) {
@@ -390,8 +418,16 @@ static void commit_round(sd_session *s, const fwd_req *r) {
     }
 }
 
-void session_commit(sd_session *s, const fwd_req *r) {
+void session_forward_done(sd_session *s, fwd_req *r) {
     if (!s || s->state == SES_DONE) return;
+    if (s->state == SES_DECODE && s->round == R_DRAFTING) {
+        sd_error e = {0};
+        int st = s->meth.d->draft_next(s->meth.d, r, &s->k, &e);
+        if (st < 0) fail(s, e.status, &e);
+        else if (st == 1) s->req = *r;
+        else finish_drafting(s);
+        return;
+    }
     if (r->status) {
         fail(s, r->status, &r->err);
         return;
@@ -401,6 +437,7 @@ void session_commit(sd_session *s, const fwd_req *r) {
         if (s->prefilled == s->n - 1) start_decoding(s);
         return;
     }
+    s->round = R_NONE;
     commit_round(s, r);
 }
 
@@ -408,14 +445,14 @@ sd_status sd_session_step(sd_session *s, sd_error *err) {
     if (!s) return err_set(err, SD_ERR_ARG, "sd_session_step: NULL session");
     if (s->state == SES_EMPTY) return err_set(err, SD_ERR_ARG, "sd_session_step: the session has no prompt");
     fwd_req r;
-    if (session_propose(s, s->n_batch, &r)) {
-        uint8_t ones[257]; /* a verification block holds at most 257 entries; prefill chunks want no logits */
-        memset(ones, 1, sizeof ones);
-        sd_block b = {.n = r.n, .token = r.token, .embd = r.embd, .parent = r.parent, .pos = r.pos, .seq_all = r.seq};
-        sd_forward_args fa = {.layer_begin = r.layer_begin, .want_logits = r.logits ? ones : NULL, .logits = r.logits,
-                              .hidden_layers = r.hidden_layers};
-        r.status = sd_forward(s->target, &b, &fa, &r.err);
-        session_commit(s, &r);
+    fwd_kind k;
+    while ((k = session_next(s, s->n_batch, &r)) == FWD_DRAFT) {
+        fwd_req_run(session_draft_ctx(s), &r);
+        session_forward_done(s, &r);
+    }
+    if (k == FWD_TARGET) {
+        fwd_req_run(s->target, &r);
+        session_forward_done(s, &r);
     }
     return sd_session_status(s, err);
 }

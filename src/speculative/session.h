@@ -1,7 +1,7 @@
-/* session (internal side): a session advances in two halves so that a scheduler can merge many sessions' forward
- * passes: session_propose does the session's own work up to its next target forward (the next prefill chunk, or
- * drafting and the verify plan) and describes that forward; session_commit takes its result (acceptance, emission,
- * cache rollback, controller and drafter updates). sd_session_step is propose -> run alone -> commit. */
+/* session (internal side): a session describes each forward it needs instead of running it, so that a scheduler
+ * can merge many sessions' forwards: session_next says what the next one is (a prefill chunk, a drafting forward on
+ * the draft model's context, the verification block) and session_forward_done takes its result (the next drafting
+ * step, or acceptance, emission, cache rollback, controller and drafter updates). sd_session_step runs them alone. */
 #ifndef SD_SPEC_SESSION_H
 #define SD_SPEC_SESSION_H
 #include "speculative/merge.h"
@@ -12,15 +12,20 @@ sd_status session_new_borrowed(sd_ctx *target, sd_sampler *smp, const sd_spec_pa
                                bool ignore_eos, sd_session **out, sd_error *err);
 /* Called with every emitted token; returning false stops the session after it (sd_spec_generate's callback). */
 void session_set_token_cb(sd_session *s, sd_token_cb cb, void *user);
-/* The largest block the session's next forward can hold (what a scheduler must have room for); 0 when done. */
+/* The largest block the session's next round can hold (what a scheduler must have room for); 0 when done. */
 int session_need(const sd_session *s);
 /* Whether the session is still prefilling (its next forward is a prompt chunk). */
 bool session_prefilling(const sd_session *s);
-/* Prepares the next forward into *r: a prefill chunk of at most `budget` positions, or the round's verification
- * block (drafting runs here). Returns false when there is nothing to run (done, or failed now). */
-bool session_propose(sd_session *s, int budget, fwd_req *r);
-/* After r (from session_propose) ran: r->status says how. */
-void session_commit(sd_session *s, const fwd_req *r);
+typedef enum { FWD_NONE, FWD_DRAFT, FWD_TARGET } fwd_kind;
+/* The session's next forward, described in *r: a prefill chunk of at most budget positions or the round's
+ * verification block, on the target (FWD_TARGET); or one of the round's drafting forwards on the draft model's
+ * context (FWD_DRAFT: after it ran, session_forward_done, then session_next again, until FWD_TARGET). Drafters
+ * without a context of their own draft inside the call. FWD_NONE: nothing to run (done, or failed now). */
+fwd_kind session_next(sd_session *s, int budget, fwd_req *r);
+/* After r (from session_next) ran, r->status set: the next drafting step, or acceptance and commit. */
+void session_forward_done(sd_session *s, fwd_req *r);
+/* The context the session's FWD_DRAFT forwards run on (NULL: none). */
+sd_ctx *session_draft_ctx(const sd_session *s);
 sd_ctx *session_ctx(const sd_session *s);
 int session_seq(const sd_session *s);
 #endif

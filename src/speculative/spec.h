@@ -13,6 +13,11 @@
  *                through every layer.
  *   verified     optional: the target's logits of the block ([k+1][V], root first) and the plan's hidden states.
  *   on_verified  hist[0..n) is the new history (n_accepted drafts kept + the target's token)
+ *   draft_start / draft_next   optional, for drafters with a context of their own (the draft model): the same
+ *                drafting as draft, one forward at a time, so that a scheduler can merge many sessions' draft
+ *                forwards into shared calls on that context. draft_start begins a round, draft_next takes the
+ *                result of the forward that ran (r->status set); each returns 1 (*r: the next forward, on
+ *                draft_ctx), 0 (done: the tree is in t, *k its node count) or -1 (failed, err set).
  */
 #ifndef SD_SPEC_SPEC_H
 #define SD_SPEC_SPEC_H
@@ -21,6 +26,7 @@
 
 #include "ctrl/ctrl.h"
 #include "specdec.h"
+#include "speculative/merge.h"
 
 /* A round's draft: nodes 0..k-1 in an order where parents come first. */
 typedef struct draft_tree {
@@ -49,6 +55,10 @@ struct drafter {
     void (*verified)(drafter *d, const float *logits, int k);
     void (*on_verified)(drafter *d, const int32_t *hist, int n, int n_accepted);
     void (*free)(drafter *d);
+    sd_ctx *draft_ctx;
+    int (*draft_start)(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tree *t, fwd_req *r, int *k,
+                       sd_error *err);
+    int (*draft_next)(drafter *d, fwd_req *r, int *k, sd_error *err);
 };
 
 /* A separate draft model in its own context, on sequence seq there; smp: the target's sampler (its parameters are

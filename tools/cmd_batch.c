@@ -72,7 +72,7 @@ int cmd_batch(int argc, char **argv) {
     const char *prompts = NULL, *out_path = NULL;
     int P = 4, limit = 0, budget = 0;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -80,17 +80,9 @@ int cmd_batch(int argc, char **argv) {
         int t = run_opts_take(&o, argc, argv, &i);
         if (t < 0) return 2;
         if (t > 0) continue;
-        bool known = !strcmp(a, "--prompts") || !strcmp(a, "--parallel") || !strcmp(a, "--limit") ||
-                     !strcmp(a, "--out") || !strcmp(a, "--token-budget");
-        if (!known) {
-            fprintf(stderr, "error: unknown option '%s' (see specdec batch --help)\n", a);
-            return 2;
-        }
-        if (!v) {
-            fprintf(stderr, "error: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        i++;
+        static const char *const own[] = {"--prompts", "--parallel", "--limit", "--out", "--token-budget", NULL};
+        const char *v = run_opts_own(argc, argv, &i, own, "batch");
+        if (!v) return 2;
         if (!strcmp(a, "--prompts")) prompts = v;
         else if (!strcmp(a, "--out")) out_path = v;
         else if (!strcmp(a, "--parallel") && !cli_int(a, v, 1, 256, &P)) return 2;

@@ -110,7 +110,7 @@ int cmd_bench_batch(int argc, char **argv) {
     const char *methods = "plain", *par = "1,2,4,8,16", *prompts_path = NULL;
     int reps = 1, budget = 0;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -118,16 +118,9 @@ int cmd_bench_batch(int argc, char **argv) {
         int t = run_opts_take(&o, argc, argv, &i);
         if (t < 0) return 2;
         if (t > 0) continue;
-        if (strcmp(a, "--methods") && strcmp(a, "--parallel") && strcmp(a, "--prompts") && strcmp(a, "--reps") &&
-            strcmp(a, "--token-budget")) {
-            fprintf(stderr, "error: unknown option '%s' (see specdec bench batch --help)\n", a);
-            return 2;
-        }
-        if (!v) {
-            fprintf(stderr, "error: %s needs a value\n", a);
-            return 2;
-        }
-        i++;
+        static const char *const own[] = {"--methods", "--parallel", "--prompts", "--reps", "--token-budget", NULL};
+        const char *v = run_opts_own(argc, argv, &i, own, "bench batch");
+        if (!v) return 2;
         if (!strcmp(a, "--methods")) methods = v;
         else if (!strcmp(a, "--parallel")) par = v;
         else if (!strcmp(a, "--prompts")) prompts_path = v;

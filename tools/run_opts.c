@@ -69,6 +69,21 @@ int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
     return ok ? 1 : -1;
 }
 
+const char *run_opts_own(int argc, char **argv, int *i, const char *const *names, const char *cmd) {
+    const char *a = argv[*i];
+    bool known = false;
+    for (int j = 0; names[j] && !known; j++) known = !strcmp(a, names[j]);
+    if (!known) {
+        fprintf(stderr, "error: unknown option '%s' (see specdec %s --help)\n", a, cmd);
+        return NULL;
+    }
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "error: %s needs a value (see specdec %s --help)\n", a, cmd);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
 void run_opts_help(FILE *f) {
     fprintf(f,
             "model:\n"

@@ -28,6 +28,9 @@ void run_opts_init(run_opts *o);
 /* Takes argv[*i] (and its value) when it is a shared option: 1 taken (*i advanced past the value), 0 not a shared
  * option, -1 bad value (message printed). */
 int run_opts_take(run_opts *o, int argc, char **argv, int *i);
+/* A command's own option with a value: argv[*i] must be one of names (NULL-terminated). Returns the value (*i
+ * advanced past it), or NULL after printing what is wrong (an unknown option, a missing value). */
+const char *run_opts_own(int argc, char **argv, int *i, const char *const *names, const char *cmd);
 /* The shared options' help text (model/draft/heads, sampling, speculative, engine). */
 void run_opts_help(FILE *f);
 /* Checks what needs no model, loads the models and heads, validates the method against them, then creates the

@@ -80,7 +80,7 @@ int cmd_generate(int argc, char **argv) {
     const char *prompt = NULL, *prompt_file = NULL;
     bool compare = false;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage_generate(stdout);
             return 0;
@@ -92,17 +92,10 @@ int cmd_generate(int argc, char **argv) {
             compare = true;
             continue;
         }
-        bool p = !strcmp(a, "-p") || !strcmp(a, "--prompt"), f = !strcmp(a, "-f") || !strcmp(a, "--file");
-        if (!p && !f) {
-            fprintf(stderr, "error: unknown option '%s' (see specdec generate --help)\n", a);
-            return 2;
-        }
-        if (!v) {
-            fprintf(stderr, "error: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        i++;
-        if (p) prompt = v;
+        static const char *const own[] = {"-p", "--prompt", "-f", "--file", NULL};
+        const char *v = run_opts_own(argc, argv, &i, own, "generate");
+        if (!v) return 2;
+        if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
         else prompt_file = v;
     }
     if (!o.model_path) {

@@ -307,8 +307,9 @@ static void tree_acceptance_distribution(void) {
     sd_sampler_free(drafts);
 }
 
-/* First token of sd_spec_generate under sampling (target stories-ee, draft stories260K: p != q) vs the target. */
-static void engine_first_token(void) {
+/* First token of sd_spec_generate under sampling (target stories-ee, draft stories260K: p != q) vs the target;
+ * with a token tree, the first token is tried against several rank-chosen candidates. */
+static void engine_first_token(int tree_nodes) {
     sd_model *tm = load("models/stories-ee.gguf", NULL), *dm = load("models/stories260K.gguf", NULL);
     if (!tm || !dm) return;
     const int V = 512;
@@ -339,6 +340,7 @@ static void engine_first_token(void) {
     sp.method = SD_SPEC_DRAFT;
     sp.draft_ctx = cd;
     sp.gamma = 2;
+    sp.tree_nodes = tree_nodes; /* a tree: up to 5 candidates for the first token (one-hot, by the draft's rank) */
     int accepted_first = 0;
     for (int t = 0; t < N; t++) {
         spp.seed = 1000 + (uint64_t)t;
@@ -361,9 +363,10 @@ static void engine_first_token(void) {
     double c = chi2(counts, pd, V, N, &dof);
     CHECK(tv > 0.05, "target and draft distributions should differ (TV %.3f)", tv);
     CHECK(accepted_first == N, "every first round must draft (%d of %d did)", accepted_first, N);
-    CHECK(chi2_ok(c, dof), "engine: first sampled token vs target distribution: chi2 %.1f (%d dof)", c, dof);
-    printf("  engine first token (%d draws, TV(p,q) = %.2f, rounds that drafted %.0f%%): chi2 = %.1f (%d dof)\n", N, tv,
-           100.0 * accepted_first / N, c, dof);
+    CHECK(chi2_ok(c, dof), "engine%s: first sampled token vs target distribution: chi2 %.1f (%d dof)",
+          tree_nodes ? " (tree)" : "", c, dof);
+    printf("  engine first token%s (%d draws, TV(p,q) = %.2f, rounds that drafted %.0f%%): chi2 = %.1f (%d dof)\n",
+           tree_nodes ? ", token tree" : "", N, tv, 100.0 * accepted_first / N, c, dof);
     free(counts);
     free(logits);
     free(pf);
@@ -489,7 +492,8 @@ int main(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) greedy_equivalence(&cases[i], n_predict, true);
     acceptance_distribution();
     tree_acceptance_distribution();
-    engine_first_token();
+    engine_first_token(0);
+    engine_first_token(6);
     bad_input();
     return tl_finish("test_spec");
 }

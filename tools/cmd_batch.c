@@ -100,8 +100,8 @@ int cmd_batch(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", jerr);
         return 1;
     }
+    const int n_loaded = n_q; /* all of them are freed at the end */
     if (limit && limit < n_q) n_q = limit;
-    const int n_loaded = n_q;
     int rc = 1;
     run_env env;
     memset(&env, 0, sizeof env);

@@ -493,7 +493,8 @@ void sd_session_cancel(sd_session *s);
 /* SD_OK, or the error that ended the session (message copied into err when not NULL). */
 sd_status sd_session_status(const sd_session *s, sd_error *err);
 void sd_session_stats(const sd_session *s, sd_spec_stats *stats);
-/* Clears the session's sequence (cache memory returns to the context) and frees the session. */
+/* Clears the session's sequence (cache memory returns to the context), takes it out of its scheduler if it is in
+ * one, and frees the session. */
 void sd_session_free(sd_session *s);
 
 /* ---------------------------------------------------------------- scheduler: continuous batching */

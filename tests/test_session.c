@@ -437,6 +437,22 @@ static void isolation_and_misuse(sd_model *tm, sd_model *dm) {
     int n_a = 0;
     sd_session_tokens(a, &n_a);
     CHECK(sd_session_status(a, &err) == SD_OK && n_a == 40, "the other session did not finish (%d tokens)", n_a);
+    /* the failed session takes a new prompt and runs to the end */
+    CHECK(sd_session_set_prompt(c, prompt, 8, &err) == SD_OK && sd_sched_add(sc, c, &err) == SD_OK, "reuse: %s", err.msg);
+    for (int i = 0; i < 100 && sd_sched_n_live(sc) > 0; i++) sd_sched_step(sc, NULL);
+    int n_c = 0;
+    sd_session_tokens(c, &n_c);
+    CHECK(sd_session_status(c, &err) == SD_OK && n_c == 4, "a session reused after a failure: %d tokens (%s)", n_c, err.msg);
+    /* freeing a session that is still in the scheduler takes it out */
+    CHECK(sd_session_set_prompt(a, prompt, 8, &err) == SD_OK && sd_sched_add(sc, a, &err) == SD_OK, "re-add: %s", err.msg);
+    CHECK(sd_session_set_prompt(c, prompt, 4, &err) == SD_OK && sd_sched_add(sc, c, &err) == SD_OK, "re-add: %s", err.msg);
+    sd_sched_step(sc, NULL);
+    sd_session_free(c);
+    c = NULL;
+    CHECK(sd_sched_n_live(sc) == 1, "a freed session is still in the scheduler (%d live)", sd_sched_n_live(sc));
+    for (int i = 0; i < 100 && sd_sched_n_live(sc) > 0; i++) sd_sched_step(sc, NULL);
+    sd_session_tokens(a, &n_a);
+    CHECK(sd_session_status(a, &err) == SD_OK && n_a == 40, "the session left in the scheduler: %d tokens", n_a);
     sd_session_free(a);
     sd_session_free(c);
     sd_sched_free(sc);

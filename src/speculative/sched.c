@@ -41,6 +41,7 @@ sd_sched_params sd_sched_default_params(void) {
 
 void sd_sched_free(sd_sched *sc) {
     if (!sc) return;
+    for (int i = 0; i < sc->n_live; i++) session_set_sched(sc->live[i], NULL);
     merge_ws_free(sc->ws);
     for (int i = 0; i < sc->n_dws; i++) merge_ws_free(sc->dws[i]);
     free(sc->live);
@@ -84,6 +85,7 @@ sd_status sd_sched_add(sd_sched *sc, sd_session *s, sd_error *err) {
     if (!sc || !s) return err_set(err, SD_ERR_ARG, "sd_sched_add: NULL argument");
     if (session_ctx(s) != sc->target) return err_set(err, SD_ERR_ARG, "the session belongs to another context");
     if (sd_session_done(s)) return err_set(err, SD_ERR_ARG, "the session has no prompt or is finished");
+    if (session_sched(s) && session_sched(s) != sc) return err_set(err, SD_ERR_ARG, "the session is in another scheduler");
     for (int i = 0; i < sc->n_live; i++) {
         if (sc->live[i] == s) return SD_OK;
         if (session_seq(sc->live[i]) == session_seq(s))
@@ -91,6 +93,7 @@ sd_status sd_sched_add(sd_sched *sc, sd_session *s, sd_error *err) {
     }
     if (sc->n_live >= sc->cap) return err_set(err, SD_ERR_ARG, "the scheduler is full (%d sessions)", sc->cap);
     sc->live[sc->n_live++] = s;
+    session_set_sched(s, sc);
     return SD_OK;
 }
 
@@ -98,6 +101,7 @@ void sd_sched_remove(sd_sched *sc, sd_session *s) {
     if (!sc) return;
     for (int i = 0; i < sc->n_live; i++)
         if (sc->live[i] == s) {
+            session_set_sched(s, NULL);
             memmove(sc->live + i, sc->live + i + 1, (size_t)(sc->n_live - i - 1) * sizeof *sc->live);
             sc->n_live--;
             return;
@@ -187,8 +191,10 @@ sd_status sd_sched_step(sd_sched *sc, sd_error *err) {
     if (s3) st = s3;
     /* finished sessions leave */
     int w = 0;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (!sd_session_done(sc->live[i])) sc->live[w++] = sc->live[i];
+        else session_set_sched(sc->live[i], NULL);
+    }
     sc->n_live = w;
     if (sc->start >= w) sc->start = 0;
     return st;

@@ -33,6 +33,7 @@ struct sd_session {
     bool cancelled;
     sd_token_cb cb;
     void *cb_user;
+    sd_sched *sched; /* the scheduler the session is in, or NULL */
     /* history: hist[0 .. n) = prompt + emitted; room for the round's drafts after it */
     int32_t *hist; /* [cap_hist] */
     int cap_hist, n, n_prompt, n_predict, n_gen, n_read, prefilled;
@@ -226,6 +227,7 @@ sd_status sd_session_set_prompt(sd_session *s, const int32_t *prompt, int n_prom
     s->t_start = 0;
     sd_kv_truncate(s->target, s->seq, 0, NULL);
     s->state = SES_PREFILL;
+    s->round = R_NONE; /* a round a failure left half-done is over */
     return SD_OK;
 }
 
@@ -491,8 +493,12 @@ void sd_session_stats(const sd_session *s, sd_spec_stats *stats) {
     stats->n_gen = s->n_gen;
 }
 
+void session_set_sched(sd_session *s, sd_sched *sc) { s->sched = sc; }
+sd_sched *session_sched(const sd_session *s) { return s->sched; }
+
 void sd_session_free(sd_session *s) {
     if (!s) return;
+    if (s->sched) sd_sched_remove(s->sched, s); /* a freed session never stays in a scheduler */
     if (s->target && s->state != SES_EMPTY) {
         sd_kv_truncate(s->target, s->seq, 0, NULL);
         if (s->sp.method == SD_SPEC_DRAFT && s->sp.draft_ctx) sd_kv_truncate(s->sp.draft_ctx, s->seq, 0, NULL);

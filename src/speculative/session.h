@@ -26,6 +26,9 @@ fwd_kind session_next(sd_session *s, int budget, fwd_req *r);
 void session_forward_done(sd_session *s, fwd_req *r);
 /* The context the session's FWD_DRAFT forwards run on (NULL: none). */
 sd_ctx *session_draft_ctx(const sd_session *s);
+/* The scheduler the session is in (set by sd_sched_add / cleared when it leaves), so that freeing it removes it. */
+void session_set_sched(sd_session *s, sd_sched *sc);
+sd_sched *session_sched(const sd_session *s);
 sd_ctx *session_ctx(const sd_session *s);
 int session_seq(const sd_session *s);
 #endif

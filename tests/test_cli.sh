@@ -116,6 +116,10 @@ expect_err "bench spec unknown method" "magic" bench spec -m "$M260" --prompts "
 $CLI bench spec -m "$M260" --prompts "$SHARED/data/stories_dev.jsonl" --limit 2 -n 16 -t 1 --methods "ngram:gamma=3:ngram_max=2:label=ng,del:layers=1+3:every=2,specbound:tau=0.5:width=3" >"$out" 2>"$err"
 if [ $? -eq 0 ] && grep -q "| ng |" "$out" && grep -q "every method identical" "$err"; then ok; else bad "bench spec with registry keys: $(cat "$out" "$err")"; fi
 
+# plain decoding with small blocks (no speculative limits apply)
+$CLI generate -m "$M260" -p "Once upon a time" -n 20 --temp 0 -b 1 -t 1 >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "Once upon a time, there was a little girl" "$out"; then ok; else bad "plain decoding with -b 1: $(cat "$err")"; fi
+
 # batch: P sequences in flight give every question the output it gets alone (greedy), in input order
 MEE="$SHARED/models/stories-ee.gguf"
 SD="$SHARED/data/stories_dev.jsonl"

@@ -243,6 +243,14 @@ static void model_checks(void) {
               err.msg);
         sd_spec_parse(&sp, "ngram:gamma=7", &err);
         CHECK(sd_spec_check_ctx(c, &sp, &err) == SD_OK, "gamma 7, n_batch 8: %s", err.msg);
+        sp = sd_spec_default_params(); /* plain decoding has no verification block: gamma 5 with n_batch 1 is fine */
+        sp.gamma = 16;
+        sd_ctx_params cp1 = cp;
+        cp1.n_batch = 1;
+        sd_ctx *c1 = NULL;
+        if (sd_ctx_new(m, &cp1, &c1, &err) == SD_OK)
+            CHECK(sd_spec_check_ctx(c1, &sp, &err) == SD_OK, "plain decoding refused for n_batch 1: %s", err.msg);
+        sd_ctx_free(c1);
         sd_ctx_free(c);
     }
     sd_model_free(g);

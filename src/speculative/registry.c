@@ -443,8 +443,10 @@ sd_status sd_spec_check_ctx(sd_ctx *target, const sd_spec_params *sp, sd_error *
     sd_status st = sd_spec_check(sd_ctx_model(target), NULL, sp, err);
     if (st) return st;
     char what[64];
+    /* gamma sizes the blocks of the methods a length controller drives (not plain decoding, DEL or SpecBound) */
+    const bool uses_gamma = sp->method == SD_SPEC_DRAFT || sp->method == SD_SPEC_NGRAM || sp->method == SD_SPEC_EARLY_EXIT;
     snprintf(what, sizeof what, "gamma=%d", sp->gamma);
-    if ((st = block_fits(target, what, sp->gamma, err))) return st;
+    if (uses_gamma && (st = block_fits(target, what, sp->gamma, err))) return st;
     if (sp->method == SD_SPEC_SPECBOUND) {
         snprintf(what, sizeof what, "SpecBound width=%d", sp->sb_width);
         if ((st = block_fits(target, what, sp->sb_width, err))) return st;

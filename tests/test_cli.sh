@@ -116,6 +116,18 @@ expect_err "bench spec unknown method" "magic" bench spec -m "$M260" --prompts "
 $CLI bench spec -m "$M260" --prompts "$SHARED/data/stories_dev.jsonl" --limit 2 -n 16 -t 1 --methods "ngram:gamma=3:ngram_max=2:label=ng,del:layers=1+3:every=2,specbound:tau=0.5:width=3" >"$out" 2>"$err"
 if [ $? -eq 0 ] && grep -q "| ng |" "$out" && grep -q "every method identical" "$err"; then ok; else bad "bench spec with registry keys: $(cat "$out" "$err")"; fi
 
+# a failed write never removes what was at the output path; devices and folders are never replaced
+tdir=$(mktemp -d)
+echo keep >"$tdir/m.gguf"
+(trap '' XFSZ; ulimit -f 64; $CLI gen-model --shape test-tiny --type f32 --vocab "$SHARED/models/vocab/ggml-vocab-llama-spm.gguf" -o "$tdir/m.gguf") >"$out" 2>"$err"
+rc=$?
+if [ $rc -ne 0 ] && [ "$(cat "$tdir/m.gguf")" = keep ] && [ "$(ls "$tdir" | wc -l)" -eq 1 ]; then ok; else bad "failed gen-model write (rc $rc): $(ls "$tdir"; cat "$err")"; fi
+expect_err "gen-model onto a device" "not a regular file" gen-model --shape test-tiny --type f32 --vocab "$SHARED/models/vocab/ggml-vocab-llama-spm.gguf" -o /dev/null
+[ -c /dev/null ] && ok || bad "/dev/null is gone"
+expect_err "gen-model onto a folder" "not a regular file" gen-model --shape test-tiny --type f32 --vocab "$SHARED/models/vocab/ggml-vocab-llama-spm.gguf" -o "$tdir"
+$CLI gen-model --shape test-tiny --type f32 --vocab "$SHARED/models/vocab/ggml-vocab-llama-spm.gguf" -o "$tdir/m.gguf" >"$out" 2>"$err" && [ "$(ls "$tdir" | wc -l)" -eq 1 ] && $CLI generate -m "$tdir/m.gguf" -p hi -n 2 -t 1 >"$out" 2>&1 && ok || bad "gen-model over an existing file: $(ls "$tdir"; cat "$err")"
+rm -rf "$tdir"
+
 # plain decoding with small blocks (no speculative limits apply)
 $CLI generate -m "$M260" -p "Once upon a time" -n 20 --temp 0 -b 1 -t 1 >"$out" 2>"$err"
 if [ $? -eq 0 ] && grep -q "Once upon a time, there was a little girl" "$out"; then ok; else bad "plain decoding with -b 1: $(cat "$err")"; fi

@@ -1,6 +1,10 @@
+#define _POSIX_C_SOURCE 200809L
 #include "io/gguf_write.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,11 +204,37 @@ sd_status gguf_writer_write(gguf_writer *w, const char *path, gguf_row_fn fill, 
         free(hdr.p);
         return err_set(err, SD_ERR_NOMEM, "out of memory building the GGUF header");
     }
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        free(hdr.p);
-        return err_set(err, SD_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    /* written to a new file beside the target and renamed over it when complete: a failed write leaves whatever was
+     * at path untouched, and only a regular file (or nothing) is ever replaced */
+    struct stat sb;
+    mode_t mode = 0644;
+    if (stat(path, &sb) == 0) {
+        if (!S_ISREG(sb.st_mode)) {
+            free(hdr.p);
+            return err_set(err, SD_ERR_IO, "%s exists and is not a regular file: not replaced", path);
+        }
+        mode = sb.st_mode & 07777;
     }
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    int fd = -1;
+    if (tmp) {
+        memcpy(tmp, path, plen);
+        memcpy(tmp + plen, ".tmp.XXXXXX", 12);
+        fd = mkstemp(tmp);
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            remove(tmp); /* ours */
+        }
+        free(tmp);
+        free(hdr.p);
+        return err_set(err, SD_ERR_IO, "%s: cannot create: %s", path, tmp ? strerror(e) : "out of memory");
+    }
+    fchmod(fd, mode);
     sd_status st = SD_OK;
     if (fwrite(hdr.p, 1, hdr.n, f) != hdr.n) st = err_set(err, SD_ERR_IO, "%s: write failed", path);
     free(hdr.p);
@@ -237,7 +267,11 @@ sd_status gguf_writer_write(gguf_writer *w, const char *path, gguf_row_fn fill, 
     if (progress && st == SD_OK) progress(user, total, total);
     free(row);
     free(q);
+    if (fflush(f) != 0 && st == SD_OK) st = err_set(err, SD_ERR_IO, "%s: write failed (disk full?)", path);
     if (fclose(f) != 0 && st == SD_OK) st = err_set(err, SD_ERR_IO, "%s: close failed", path);
-    if (st != SD_OK) remove(path);
+    if (st == SD_OK && rename(tmp, path) != 0)
+        st = err_set(err, SD_ERR_IO, "%s: cannot move the written file into place: %s", path, strerror(errno));
+    if (st != SD_OK) remove(tmp); /* the temporary file is ours; path itself is never removed */
+    free(tmp);
     return st;
 }

@@ -521,6 +521,12 @@ sd_status sd_sched_step(sd_sched *sc, sd_error *err);
 int sd_sched_n_live(const sd_sched *sc);
 void sd_sched_free(sd_sched *sc);
 
+/* ---------------------------------------------------------------- text files */
+/* Reads a whole text file (prompts, prompt sets, corpora) into a NUL-terminated malloc'd buffer (free() it); *len
+ * (may be NULL) gets its length. Refuses folders, files with a NUL byte (SD_ERR_FORMAT) and anything longer than
+ * max_bytes — a bound that also holds for pipes and devices (e.g. /dev/zero). */
+sd_status sd_read_text_file(const char *path, size_t max_bytes, char **out, size_t *len, sd_error *err);
+
 /* Whether a draft model can serve a target (llama.cpp's rule): same tokenizer type, same BOS/EOS ids and add_bos,
  * vocabulary sizes within 128, and identical token texts for the ids both have (ids >= 5). */
 sd_status sd_vocab_compatible(const sd_model *target, const sd_model *draft, sd_error *err);

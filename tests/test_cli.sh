@@ -128,6 +128,16 @@ expect_err "gen-model onto a folder" "not a regular file" gen-model --shape test
 $CLI gen-model --shape test-tiny --type f32 --vocab "$SHARED/models/vocab/ggml-vocab-llama-spm.gguf" -o "$tdir/m.gguf" >"$out" 2>"$err" && [ "$(ls "$tdir" | wc -l)" -eq 1 ] && $CLI generate -m "$tdir/m.gguf" -p hi -n 2 -t 1 >"$out" 2>&1 && ok || bad "gen-model over an existing file: $(ls "$tdir"; cat "$err")"
 rm -rf "$tdir"
 
+# text inputs: folders, endless devices and NUL bytes are refused with a message (one reader for every text file)
+tdir=$(mktemp -d)
+printf 'Once upon\000 a time' >"$tdir/nul.txt"
+expect_err "-f a folder" "is a folder" generate -m "$M260" -f "$tdir"
+expect_err "-f /dev/zero" "larger than" generate -m "$M260" -f /dev/zero
+expect_err "-f with a NUL byte" "NUL byte" generate -m "$M260" -f "$tdir/nul.txt"
+expect_err "--prompts a folder" "is a folder" batch -m "$M260" --prompts "$tdir"
+expect_err "--corpus a folder" "is a folder" train exit-heads -m "$M260" --corpus "$tdir" --out "$tdir/h.gguf"
+rm -rf "$tdir"
+
 # plain decoding with small blocks (no speculative limits apply)
 $CLI generate -m "$M260" -p "Once upon a time" -n 20 --temp 0 -b 1 -t 1 >"$out" 2>"$err"
 if [ $? -eq 0 ] && grep -q "Once upon a time, there was a little girl" "$out"; then ok; else bad "plain decoding with -b 1: $(cat "$err")"; fi

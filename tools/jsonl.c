@@ -1,6 +1,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "jsonl.h"
 
+#include "specdec.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,35 +203,40 @@ void jl_free(jl_question *q, int n) {
 
 int jl_load(const char *path, jl_question **out, char *err, int cap) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, (size_t)cap, "%s: cannot open", path);
+    char *text = NULL;
+    sd_error e = {0};
+    if (sd_read_text_file(path, (size_t)256 << 20, &text, NULL, &e) != SD_OK) {
+        snprintf(err, (size_t)cap, "%s", e.msg);
         return -1;
     }
     jl_question *qs = NULL;
     int n = 0, lineno = 0;
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t len;
-    while ((len = getline(&line, &lcap, f)) > 0) {
+    for (char *line = text, *next; *line; line = next) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        next = nl ? nl + 1 : line + len;
+        if (nl) *nl = 0; /* each line NUL-terminated, as the parser expects */
         lineno++;
-        jp p = {line, 0, (size_t)len, NULL};
+        jp p = {line, 0, len, NULL};
         ws(&p);
         if (p.i == p.n) continue; /* blank line */
         jl_question *nq = realloc(qs, (size_t)(n + 1) * sizeof *nq);
-        if (!nq) break;
+        if (!nq) {
+            snprintf(err, (size_t)cap, "%s: out of memory", path);
+            jl_free(qs, n);
+            free(text);
+            return -1;
+        }
         qs = nq;
         if (!parse_line(&p, &qs[n])) {
             snprintf(err, (size_t)cap, "%s:%d: %s", path, lineno, p.err ? p.err : "invalid JSON");
             jl_free(qs, n + 1);
-            free(line);
-            fclose(f);
+            free(text);
             return -1;
         }
         n++;
     }
-    free(line);
-    fclose(f);
+    free(text);
     *out = qs;
     return n;
 }

@@ -51,29 +51,6 @@ static bool on_token(int32_t tok, void *user) {
     return true;
 }
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t r = fread(b + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0) break;
-        if (n + 1 == cap) {
-            char *nb = realloc(b, cap *= 2);
-            if (!nb) {
-                free(b);
-                b = NULL;
-            }
-            b = nb;
-        }
-    }
-    fclose(f);
-    if (b) b[n] = 0;
-    return b;
-}
-
 int cmd_generate(int argc, char **argv) {
     run_opts o;
     run_opts_init(&o);
@@ -108,9 +85,9 @@ int cmd_generate(int argc, char **argv) {
     }
     char *file_text = NULL;
     if (prompt_file) {
-        file_text = read_file(prompt_file);
-        if (!file_text) {
-            fprintf(stderr, "error: cannot read prompt file '%s'\n", prompt_file);
+        sd_error ferr = {0};
+        if (sd_read_text_file(prompt_file, (size_t)64 << 20, &file_text, NULL, &ferr) != SD_OK) {
+            fprintf(stderr, "error: prompt file: %s\n", ferr.msg);
             return 1;
         }
         prompt = file_text;

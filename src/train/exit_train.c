@@ -244,23 +244,11 @@ static void *train_worker(void *arg) {
 /* Splits the corpus into stories and tokenizes them; returns sequences (BOS + tokens, cut to seq_len). */
 static int32_t **read_stories(const sd_model *m, const char *path, int seq_len, int want_tokens, int **lens, int *n_seq,
                               sd_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        err_set(err, SD_ERR_IO, "%s: cannot open the corpus", path);
+    char *txt = NULL;
+    if (sd_read_text_file(path, (size_t)1 << 30, &txt, NULL, err) != SD_OK) {
+        err_prefix(err, "corpus: ");
         return NULL;
     }
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *txt = malloc((size_t)sz + 1);
-    if (!txt || fread(txt, 1, (size_t)sz, f) != (size_t)sz) {
-        fclose(f);
-        free(txt);
-        err_set(err, SD_ERR_IO, "%s: cannot read the corpus", path);
-        return NULL;
-    }
-    fclose(f);
-    txt[sz] = 0;
     int32_t **seqs = NULL;
     *lens = NULL;
     *n_seq = 0;

@@ -13,40 +13,51 @@ double accept_residual(const float *p, const float *q, int32_t x, int V, float *
     return sum;
 }
 
+/* One candidate x (draft distribution q, NULL = one-hot): true when accepted (u < min(1, p(x)/q(x))), else the
+ * residual max(0, p - q) is in scratch and its sum in *sum. */
+static bool try_candidate(const float *p, const float *q, int32_t x, int V, double u, float *scratch, double *sum,
+                          accept_residual_fn residual_fn) {
+    double px = p[x], qx = q ? q[x] : 1.0;
+    if (qx > 0.0 && u < px / qx) return true;
+    *sum = (residual_fn ? residual_fn : accept_residual)(p, q, x, V, scratch);
+    return false;
+}
+
+/* The token after the last candidate was rejected: from the residual; p == q (up to rounding) leaves nothing, and
+ * then rejection had probability 0: fall back to p itself. */
+static int32_t draw_residual(sd_sampler *smp, const float *p, const float *scratch, double sum) {
+    return sd_sampler_draw(smp, sum > 0.0 ? scratch : p);
+}
+
 bool accept_sample(const float *p, const float *q, int32_t x, int V, double u, sd_sampler *smp, float *scratch,
                    int32_t *repl, accept_residual_fn residual_fn) {
-    double px = p[x], qx = q ? q[x] : 1.0;
-    if (qx > 0.0 && u < px / qx) return true; /* u < min(1, p/q) */
-    double sum = (residual_fn ? residual_fn : accept_residual)(p, q, x, V, scratch);
-    /* p == q (up to rounding) leaves nothing: then rejection had probability 0, fall back to p itself */
-    *repl = sd_sampler_draw(smp, sum > 0.0 ? scratch : p);
+    double sum;
+    if (try_candidate(p, q, x, V, u, scratch, &sum, residual_fn)) return true;
+    *repl = draw_residual(smp, p, scratch, sum);
     return false;
 }
 
 /* Tries the children of node `cur` (-1 = root) whose distribution at the parent is p (sampling); returns the accepted
- * child, or -1 with *next drawn from what is left. p is overwritten (the running residual). */
+ * child, or -1 with *next drawn from what is left. p is overwritten (the running residual, renormalised). With one
+ * child this is accept_sample, draw for draw. */
 static int try_children(const draft_tree *t, int k, int cur, int V, sd_sampler *smp, float *p, float *scratch,
                         int32_t *next, accept_residual_fn residual_fn) {
-    int last = -1; /* the last child, so that the final rejection draws exactly as accept_sample does */
+    int last = -1;
     for (int j = cur + 1; j < k; j++)
         if (t->parent[j] == cur) last = j;
     for (int j = cur + 1; j <= last; j++) {
         if (t->parent[j] != cur) continue;
         const float *q = t->onehot ? NULL : t->q + (size_t)j * V;
-        int32_t x = t->token[j];
-        double u = sd_sampler_uniform(smp);
-        double px = p[x], qx = q ? q[x] : 1.0;
-        if (qx > 0.0 && u < px / qx) return j;
-        double sum = (residual_fn ? residual_fn : accept_residual)(p, q, x, V, scratch);
+        double sum;
+        if (try_candidate(p, q, t->token[j], V, sd_sampler_uniform(smp), scratch, &sum, residual_fn)) return j;
         if (j == last) {
-            /* p == q (up to rounding) leaves nothing: then rejection had probability 0, fall back to p itself */
-            *next = sd_sampler_draw(smp, sum > 0.0 ? scratch : p);
+            *next = draw_residual(smp, p, scratch, sum);
             return -1;
         }
         if (sum > 0.0)
             for (int i = 0; i < V; i++) p[i] = (float)(scratch[i] / sum);
     }
-    *next = sd_sampler_draw(smp, p);
+    *next = sd_sampler_draw(smp, p); /* no children */
     return -1;
 }
 

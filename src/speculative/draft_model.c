@@ -41,25 +41,34 @@ typedef struct model_drafter {
     int *depth;      /* [n_batch] depth of each node (1 = child of the root) */
 } model_drafter;
 
-/* Feeds hist[from..to) in blocks; logits of the last position into md->logits. */
-static sd_status feed(model_drafter *md, const int32_t *hist, int from, int to, bool want_logits, sd_error *err) {
-    for (int i = from; i < to; i += md->n_batch) {
-        int k = to - i < md->n_batch ? to - i : md->n_batch;
-        sd_forward_args a = {.logits = (want_logits && i + k == to) ? md->logits : NULL};
-        sd_status st = sd_forward(md->ctx, &(sd_block){.n = k, .token = hist + i, .seq_all = md->seq}, &a, err);
-        if (st) return st;
+/* The next chunk of hist[md->len .. to) for the draft cache (at most n_batch), with the logits of position to - 1
+ * into md->logits when want_logits and the chunk reaches it; md->len advances when the forward has run. */
+static void feed_chunk(model_drafter *md, const int32_t *hist, int to, bool want_logits, fwd_req *r) {
+    const int c = to - md->len < md->n_batch ? to - md->len : md->n_batch;
+    *r = (fwd_req){.seq = md->seq, .n = c, .token = hist + md->len};
+    if (want_logits && md->len + c == to) { /* the last entry's logits only */
+        memset(md->twant, 0, (size_t)c - 1);
+        md->twant[c - 1] = 1;
+        r->want = md->twant;
+        r->logits = md->logits;
     }
-    md->len = to;
-    return SD_OK;
 }
 
 static sd_status md_begin(drafter *d, const int32_t *hist, int n, sd_error *err) {
     model_drafter *md = (model_drafter *)d;
     sd_kv_truncate(md->ctx, md->seq, 0, NULL);
     md->len = 0;
-    sd_status st = feed(md, hist, 0, n - 1, false, err);
-    if (st) err_prefix(err, "draft model: ");
-    return st;
+    while (md->len < n - 1) { /* the prompt but its newest token, which the first round feeds */
+        fwd_req r;
+        feed_chunk(md, hist, n - 1, false, &r);
+        if (fwd_req_run(md->ctx, &r)) {
+            if (err) *err = r.err;
+            err_prefix(err, "draft model: ");
+            return r.status;
+        }
+        md->len += r.n;
+    }
+    return SD_OK;
 }
 
 /* Writes the path root -> node (exclusive of the root) into hist[n ..]; returns its length. */
@@ -126,15 +135,8 @@ static int md_step(model_drafter *md, fwd_req *r, int *k) {
     draft_tree *t = md->t;
     const int n = md->n;
     if (md->len < n) { /* catch up with the history, in chunks; the last one's logits are the root's */
-        int c = n - md->len < md->n_batch ? n - md->len : md->n_batch;
         md->phase = MD_FEED;
-        *r = (fwd_req){.seq = md->seq, .n = c, .token = md->hist + md->len, .want = &md->one,
-                       .logits = md->len + c == n ? md->logits : NULL};
-        if (c > 1 && r->logits) { /* want only the last entry */
-            memset(md->twant, 0, (size_t)c - 1);
-            md->twant[c - 1] = 1;
-            r->want = md->twant;
-        }
+        feed_chunk(md, md->hist, n, true, r);
         return 1;
     }
     if (md->tree_nodes > 0) {

@@ -13,6 +13,9 @@ struct merge_ws {
     float *embd;                         /* [B][E] */
     float *logits;                       /* [B][V] */
     float *hl;                           /* [L][B][E], allocated when a request first wants hidden states */
+    int *idx;                            /* [cap_req] the requests of one call */
+    uint8_t *done;                       /* [cap_req] */
+    int cap_req;
     uint64_t calls;
 };
 
@@ -51,6 +54,8 @@ void merge_ws_free(merge_ws *ws) {
     free(ws->embd);
     free(ws->logits);
     free(ws->hl);
+    free(ws->idx);
+    free(ws->done);
     free(ws);
 }
 
@@ -127,13 +132,17 @@ static void run_merged(merge_ws *ws, fwd_req *reqs, const int *idx, int m) {
 }
 
 sd_status merge_run(merge_ws *ws, fwd_req *reqs, int n_req, sd_error *err) {
-    int *idx = malloc((size_t)(n_req > 0 ? n_req : 1) * sizeof *idx);
-    uint8_t *done = calloc((size_t)(n_req > 0 ? n_req : 1), 1);
-    if (!idx || !done) {
-        free(idx);
-        free(done);
-        return err_set(err, SD_ERR_NOMEM, "out of memory merging forward requests");
+    if (n_req > ws->cap_req) { /* grows with the number of sessions, then stays */
+        int *idx = realloc(ws->idx, (size_t)n_req * sizeof *idx);
+        if (idx) ws->idx = idx;
+        uint8_t *done = realloc(ws->done, (size_t)n_req);
+        if (done) ws->done = done;
+        if (!idx || !done) return err_set(err, SD_ERR_NOMEM, "out of memory merging forward requests");
+        ws->cap_req = n_req;
     }
+    int *idx = ws->idx;
+    uint8_t *done = ws->done;
+    if (n_req > 0) memset(done, 0, (size_t)n_req);
     /* requests in order; each call takes the first pending one and every later one with its layer range that fits */
     for (int first = 0; first < n_req; first++) {
         if (done[first]) continue;
@@ -147,7 +156,5 @@ sd_status merge_run(merge_ws *ws, fwd_req *reqs, int n_req, sd_error *err) {
         if (m == 1) run_alone(ws, &reqs[idx[0]]);
         else run_merged(ws, reqs, idx, m);
     }
-    free(idx);
-    free(done);
     return SD_OK;
 }

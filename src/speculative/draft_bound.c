@@ -29,11 +29,6 @@ typedef struct bound_drafter {
     float *logits;  /* [V] */
 } bound_drafter;
 
-static sd_status bd_begin(drafter *d, const int32_t *hist, int n, sd_error *err) {
-    (void)d, (void)hist, (void)n, (void)err;
-    return SD_OK;
-}
-
 /* Runs layer l for round tokens [a, b) (all at depth l) in one block. */
 static sd_status run_layer(bound_drafter *bd, int a, int b, int l, sd_error *err) {
     const int D = bd->D;
@@ -125,8 +120,6 @@ static sd_status bd_plan(drafter *d, const int32_t *hist, int n, const draft_tre
     return SD_OK;
 }
 
-static void bd_on_verified(drafter *d, const int32_t *hist, int n, int n_acc) { (void)d, (void)hist, (void)n, (void)n_acc; }
-
 static void bd_free(drafter *d) {
     bound_drafter *bd = (bound_drafter *)d;
     free(bd->st);
@@ -151,7 +144,7 @@ drafter *drafter_bound_new(sd_ctx *target, int seq, const sd_spec_params *sp, co
         err_set(err, SD_ERR_NOMEM, "out of memory creating the SpecBound drafter");
         return NULL;
     }
-    bd->base = (drafter){"specbound", 0, bd_begin, bd_draft, bd_plan, NULL, bd_on_verified, bd_free, NULL, NULL, NULL};
+    bd->base = (drafter){"specbound", 0, NULL, bd_draft, bd_plan, NULL, NULL, bd_free, NULL, NULL, NULL};
     bd->ctx = target;
     bd->seq = seq;
     bd->heads = heads;

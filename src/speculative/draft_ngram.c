@@ -10,11 +10,6 @@ typedef struct ngram_drafter {
     int n_max, n_min;
 } ngram_drafter;
 
-static sd_status ng_begin(drafter *d, const int32_t *hist, int n, sd_error *err) {
-    (void)d, (void)hist, (void)n, (void)err;
-    return SD_OK;
-}
-
 static int ng_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tree *t, sd_error *err) {
     ngram_drafter *g = (ngram_drafter *)d;
     (void)err;
@@ -35,13 +30,12 @@ static int ng_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tr
     return 0;
 }
 
-static void ng_on_verified(drafter *d, const int32_t *hist, int n, int n_acc) { (void)d, (void)hist, (void)n, (void)n_acc; }
 static void ng_free(drafter *d) { free(d); }
 
 drafter *drafter_ngram_new(int n_max, int n_min) {
     ngram_drafter *g = calloc(1, sizeof *g);
     if (!g) return NULL;
-    g->base = (drafter){"ngram", 0, ng_begin, ng_draft, NULL, NULL, ng_on_verified, ng_free, NULL, NULL, NULL};
+    g->base = (drafter){"ngram", 0, NULL, ng_draft, NULL, NULL, NULL, ng_free, NULL, NULL, NULL};
     g->n_max = n_max;
     g->n_min = n_min;
     return &g->base;

@@ -30,20 +30,20 @@ struct sd_session {
     ses_state state;
     sd_status status;
     sd_error err;
-    bool cancelled;
     sd_token_cb cb;
     void *cb_user;
     sd_sched *sched; /* the scheduler the session is in, or NULL */
     /* history: hist[0 .. n) = prompt + emitted; room for the round's drafts after it */
-    int32_t *hist; /* [cap_hist] */
-    int cap_hist, n, n_prompt, n_predict, n_gen, n_read, prefilled;
+    int32_t *hist; /* [n_prompt + n_predict + gmax + 2] */
+    int n, n_prompt, n_predict, n_gen, n_read, prefilled;
     /* the round */
     draft_tree tree;  /* token, parent: [gmax]; q: [gmax][V] when sampling */
     int k;            /* nodes drafted this round */
     int32_t *block;   /* [gmax + 1] root + nodes */
     int32_t *bparent; /* [gmax + 1] block parents (trees) */
     int32_t *bpos;    /* [gmax + 1] block positions (trees) */
-    int32_t *path;    /* [gmax + 1] accepted nodes; reused as the cells kept */
+    int32_t *path;    /* [gmax] accepted nodes */
+    int32_t *cells;   /* [gmax + 1] the block cells kept: the root and the accepted path */
     float *logits;    /* [gmax + 1][V] */
     float *p, *scratch; /* [V] */
     verify_plan plan;
@@ -52,7 +52,8 @@ struct sd_session {
     fwd_req req;      /* the round's pending forward (a draft forward, then the verification block) */
     double t_round0;  /* when the round's drafting started */
     double t_verify0; /* when drafting ended */
-    uint64_t passes0; /* target layer passes before drafting; then the drafter's own passes this round */
+    uint64_t passes0;     /* the target context's layer passes when the round started */
+    uint64_t draft_passes; /* the round's passes on the target before its verification (self-drafting, plans) */
     double aux0;
     /* statistics */
     sd_spec_stats stats;
@@ -84,6 +85,7 @@ static void round_free(sd_session *s) {
     free(s->bparent);
     free(s->bpos);
     free(s->path);
+    free(s->cells);
     free(s->logits);
     free(s->p);
     free(s->scratch);
@@ -126,13 +128,14 @@ static sd_status session_create(sd_ctx *target, sd_sampler *smp, bool own, const
     s->bparent = malloc((G + 1) * sizeof(int32_t));
     s->bpos = malloc((G + 1) * sizeof(int32_t));
     s->path = malloc((G + 1) * sizeof(int32_t));
+    s->cells = malloc((G + 1) * sizeof(int32_t));
     s->logits = malloc((G + 1) * V * sizeof(float));
     s->p = malloc(V * sizeof(float));
     s->scratch = malloc(V * sizeof(float));
     s->ones = malloc(G + 1);
     if (s->ones) memset(s->ones, 1, G + 1);
     if (!s->ones || !s->tree.token || !s->tree.parent || (!s->greedy && !s->tree.q) || !s->block || !s->bparent || !s->bpos ||
-        !s->path || !s->logits || !s->p || !s->scratch) {
+        !s->path || !s->cells || !s->logits || !s->p || !s->scratch) {
         s->own_smp = false;
         sd_session_free(s);
         return err_set(err, SD_ERR_NOMEM, "out of memory creating a session");
@@ -167,7 +170,15 @@ void session_set_token_cb(sd_session *s, sd_token_cb cb, void *user) {
 sd_ctx *session_ctx(const sd_session *s) { return s->target; }
 int session_seq(const sd_session *s) { return s->seq; }
 
-/* Ends the session; its caches are cleared (the memory returns to the contexts). */
+sd_ctx *session_draft_ctx(const sd_session *s) { return s->meth.d ? s->meth.d->draft_ctx : NULL; }
+
+/* The session's sequence leaves the target's cache and the draft model's (their pages return to the pools). */
+static void clear_caches(sd_session *s) {
+    sd_kv_truncate(s->target, s->seq, 0, NULL);
+    if (session_draft_ctx(s)) sd_kv_truncate(session_draft_ctx(s), s->seq, 0, NULL);
+}
+
+/* Ends the session (its caches stay until it is cancelled, given a new prompt or freed). */
 static void finish(sd_session *s) {
     if (s->state == SES_DONE) return;
     if (s->state == SES_DECODE) {
@@ -205,6 +216,7 @@ sd_status sd_session_set_prompt(sd_session *s, const int32_t *prompt, int n_prom
     int32_t *h = malloc((size_t)cap * sizeof *h);
     if (!h) return err_set(err, SD_ERR_NOMEM, "out of memory for a prompt of %d tokens", n_prompt);
     /* a fresh method each prompt: controller and drafter state start over, as in a new generation */
+    if (s->state != SES_EMPTY) clear_caches(s);
     method_free(&s->meth);
     sd_status st = method_new(s->target, s->seq, s->smp, &s->sp, s->gmax, &s->meth, err);
     if (st) {
@@ -214,12 +226,10 @@ sd_status sd_session_set_prompt(sd_session *s, const int32_t *prompt, int n_prom
     }
     free(s->hist);
     s->hist = h;
-    s->cap_hist = cap;
     memcpy(h, prompt, (size_t)n_prompt * sizeof *h);
     s->n = s->n_prompt = n_prompt;
     s->n_predict = n_predict;
     s->n_gen = s->n_read = s->prefilled = 0;
-    s->cancelled = false;
     s->status = SD_OK;
     memset(&s->err, 0, sizeof s->err);
     memset(&s->stats, 0, sizeof s->stats);
@@ -234,14 +244,20 @@ sd_status sd_session_set_prompt(sd_session *s, const int32_t *prompt, int n_prom
 bool sd_session_done(const sd_session *s) { return !s || s->state == SES_DONE || s->state == SES_EMPTY; }
 bool session_prefilling(const sd_session *s) { return s->state == SES_PREFILL && s->prefilled < s->n - 1; }
 
-/* The most drafts this round may hold. */
-static int round_max(const sd_session *s) {
-    const int L = s->n - 1; /* target cache length */
-    const int draft_room = method_ctx_room(&s->sp, s->n_ctx);
-    int room = s->n_ctx - L - 1;                                 /* drafts that fit the target's context */
-    if (draft_room - (s->n - 1) < room) room = draft_room - (s->n - 1); /* and the draft's */
-    if (s->n_predict - s->n_gen - 1 < room) room = s->n_predict - s->n_gen - 1; /* no use beyond what is emitted */
+/* Cells a round may add after the pending token: in the target's cache, in the draft model's (which holds the
+ * pending token too, plus draft_extra more when the last draft is never fed to it), and in one block. */
+static int cells_left(const sd_session *s, int draft_extra) {
+    int room = s->n_ctx - s->n;
+    const int draft = method_ctx_room(&s->sp, s->n_ctx) - s->n + draft_extra;
+    if (draft < room) room = draft;
     if (s->n_batch - 1 < room) room = s->n_batch - 1;
+    return room;
+}
+
+/* The most drafts (depth) this round may hold: a chain's last draft never enters the draft model's cache. */
+static int round_max(const sd_session *s) {
+    int room = cells_left(s, 1);
+    if (s->n_predict - s->n_gen - 1 < room) room = s->n_predict - s->n_gen - 1; /* no use beyond what is emitted */
     int max = s->meth.d ? s->meth.c->max_len(s->meth.c) : 0;
     if (max > room) max = room;
     if (max > s->gmax) max = s->gmax;
@@ -257,7 +273,7 @@ int session_need(const sd_session *s) {
 /* The prompt is in the target's cache: the drafter catches up, decoding starts. */
 static bool start_decoding(sd_session *s) {
     sd_error e = {0};
-    if (s->meth.d) {
+    if (s->meth.d && s->meth.d->begin) {
         sd_status st = s->meth.d->begin(s->meth.d, s->hist, s->n, &e);
         if (st) {
             fail(s, st, &e);
@@ -285,7 +301,7 @@ static bool finish_drafting(sd_session *s) {
             return false;
         }
     }
-    s->passes0 = sd_ctx_layer_passes(s->target) - s->passes0; /* drafting and plan forwards on the target */
+    s->draft_passes = sd_ctx_layer_passes(s->target) - s->passes0;
     const int k = s->k, base = s->n - 1;
     bool chain = true;
     s->block[0] = s->hist[s->n - 1];
@@ -315,10 +331,8 @@ static fwd_kind start_round(sd_session *s) {
     s->passes0 = sd_ctx_layer_passes(s->target);
     for (int i = 0; i < s->gmax; i++) s->tree.parent[i] = i - 1;
     s->tree.onehot = true;
-    /* tree nodes: every node takes a cell after the pending token in the target's cache (and the draft's) */
-    int cells = s->n_ctx - s->n;
-    if (method_ctx_room(&s->sp, s->n_ctx) - s->n < cells) cells = method_ctx_room(&s->sp, s->n_ctx) - s->n;
-    if (s->n_batch - 1 < cells) cells = s->n_batch - 1;
+    /* tree nodes: every node takes a cell in the target's cache and in the draft's */
+    int cells = cells_left(s, 0);
     if (s->gmax < cells) cells = s->gmax;
     s->tree.max_nodes = cells < 0 ? 0 : cells;
     s->k = 0;
@@ -363,8 +377,6 @@ fwd_kind session_next(sd_session *s, int budget, fwd_req *r) {
     return k;
 }
 
-sd_ctx *session_draft_ctx(const sd_session *s) { return s->meth.d ? s->meth.d->draft_ctx : NULL; }
-
 /* Emits the accepted path and the target's token, stopping at EOS / n_predict / the callback; returns how many. */
 static int emit(sd_session *s, int acc, int32_t next) {
     int emitted = 0;
@@ -393,17 +405,16 @@ static void commit_round(sd_session *s, const fwd_req *r) {
     bool prefix = true;
     for (int i = 0; i < acc; i++) prefix &= s->path[i] == i;
     if (!prefix) {
-        int32_t cells[257];
-        cells[0] = 0;
-        for (int i = 0; i < acc; i++) cells[i + 1] = s->path[i] + 1;
-        sd_kv_keep(s->target, s->seq, base, cells, acc + 1, NULL);
+        s->cells[0] = 0;
+        for (int i = 0; i < acc; i++) s->cells[i + 1] = s->path[i] + 1;
+        sd_kv_keep(s->target, s->seq, base, s->cells, acc + 1, NULL);
         s->stats.n_branch_rounds++;
     }
     const int emitted = emit(s, acc, next);
     /* roll back: the target keeps everything but the new pending token (the old pending token and the accepted
      * drafts; the rejected nodes' entries go) */
     sd_kv_truncate(s->target, s->seq, s->n - 1, NULL);
-    if (d) d->on_verified(d, s->hist, s->n, acc);
+    if (d && d->on_verified) d->on_verified(d, s->hist, s->n, acc);
     s->meth.c->on_verified(s->meth.c, k, acc);
     sd_spec_stats *st = &s->stats;
     st->n_gen = s->n_gen;
@@ -412,7 +423,7 @@ static void commit_round(sd_session *s, const fwd_req *r) {
     st->n_accepted += acc;
     st->t_draft_s += s->t_verify0 - s->t_round0;
     st->t_verify_s += tc - s->t_verify0;
-    st->layer_passes += s->passes0;                                   /* the drafter's own passes */
+    st->layer_passes += s->draft_passes;                              /* the drafter's own passes */
     st->layer_passes += (uint64_t)(s->L - r->layer_begin);           /* and the verification pass */
     if (s->sp.round_cb) {
         sd_spec_round rd = {k, acc, emitted, sd_kv_len(s->target, s->seq, -1)};
@@ -475,10 +486,8 @@ const int32_t *sd_session_tokens(const sd_session *s, int *n) {
 
 void sd_session_cancel(sd_session *s) {
     if (!s || s->state == SES_DONE) return;
-    s->cancelled = true;
     finish(s);
-    sd_kv_truncate(s->target, s->seq, 0, NULL);
-    if (s->sp.method == SD_SPEC_DRAFT) sd_kv_truncate(s->sp.draft_ctx, s->seq, 0, NULL);
+    clear_caches(s);
 }
 
 sd_status sd_session_status(const sd_session *s, sd_error *err) {
@@ -499,10 +508,7 @@ sd_sched *session_sched(const sd_session *s) { return s->sched; }
 void sd_session_free(sd_session *s) {
     if (!s) return;
     if (s->sched) sd_sched_remove(s->sched, s); /* a freed session never stays in a scheduler */
-    if (s->target && s->state != SES_EMPTY) {
-        sd_kv_truncate(s->target, s->seq, 0, NULL);
-        if (s->sp.method == SD_SPEC_DRAFT && s->sp.draft_ctx) sd_kv_truncate(s->sp.draft_ctx, s->seq, 0, NULL);
-    }
+    if (s->state != SES_EMPTY) clear_caches(s);
     method_free(&s->meth);
     if (s->own_smp) sd_sampler_free(s->smp);
     round_free(s);

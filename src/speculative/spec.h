@@ -4,7 +4,7 @@
  * newest token) is pending: every round verifies the block [hist[n-1], draft nodes...]. A drafter never runs the
  * verification pass itself: it describes it (a verify plan), and the session or the scheduler runs it, merged with
  * other sessions' plans.
- *   begin        after the prompt is in the target's cache (reset and prefill the drafter's own state)
+ *   begin        optional: after the prompt is in the target's cache (reset and prefill the drafter's own state)
  *   draft        propose up to max draft nodes continuing hist[0..n): a draft tree (draft_tree below; a chain is
  *                a tree of width 1). hist has room for max more tokens: a chain drafter may write its drafts there
  *                (the penalty's history). Asks the controller before each token. Returns the node count or -1.
@@ -12,7 +12,7 @@
  *                the plan needs first (early exit: the last draft's shallow layers). NULL: the block's tokens
  *                through every layer.
  *   verified     optional: the target's logits of the block ([k+1][V], root first) and the plan's hidden states.
- *   on_verified  hist[0..n) is the new history (n_accepted drafts kept + the target's token)
+ *   on_verified  optional: hist[0..n) is the new history (n_accepted drafts kept + the target's token)
  *   draft_start / draft_next   optional, for drafters with a context of their own (the draft model): the same
  *                drafting as draft, one forward at a time, so that a scheduler can merge many sessions' draft
  *                forwards into shared calls on that context. draft_start begins a round, draft_next takes the

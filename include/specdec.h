@@ -51,6 +51,11 @@ typedef struct sd_model_params {
      * memory the model owns), e.g. a Q4_0 copy of an F16 target as its own draft. Matrices whose rows are not
      * whole 32-blocks become f16 when a block type is asked for. */
     const char *convert_type;
+    /* Read the whole file into memory the process owns instead of mapping it (the page cache is not guaranteed
+     * to keep a mapping's pages on a loaded host; as llama.cpp's --no-mmap). */
+    bool no_mmap;
+    /* Lock the weights in RAM (mlock; as llama.cpp's --mlock): an error naming RLIMIT_MEMLOCK when it cannot. */
+    bool mlock;
 } sd_model_params;
 
 sd_model_params sd_model_default_params(void);

@@ -130,6 +130,45 @@ static void test_gguf_corruptions(void) {
     free(orig);
 }
 
+/* general.alignment 1 or 2 lets an f32 tensor start off its 4-byte boundary: the load must refuse it, naming the
+ * tensor, whatever the file's alignment says (the AVX2 kernels read the weights in place). A hand-built GGUF:
+ * header (24 bytes), one u32 key (33), one 1-D f32 tensor entry (49): the data starts at byte 106 = 2 mod 4. */
+static void put(unsigned char **p, const void *v, size_t n) {
+    memcpy(*p, v, n);
+    *p += n;
+}
+static void put_str(unsigned char **p, const char *s) {
+    uint64_t n = strlen(s);
+    put(p, &n, 8);
+    put(p, s, (size_t)n);
+}
+static void test_misaligned_tensor(void) {
+    for (uint32_t al = 1; al <= 2; al++) {
+        unsigned char buf[256], *p = buf;
+        uint32_t u32;
+        uint64_t u64;
+        put(&p, "GGUF", 4);
+        u32 = 3, put(&p, &u32, 4);
+        u64 = 1, put(&p, &u64, 8); /* tensors */
+        u64 = 1, put(&p, &u64, 8); /* metadata */
+        put_str(&p, "general.alignment");
+        u32 = 4 /* GGUF u32 */, put(&p, &u32, 4);
+        put(&p, &al, 4);
+        put_str(&p, "token_embd.weight");
+        u32 = 1, put(&p, &u32, 4);
+        u64 = 4, put(&p, &u64, 8);
+        u32 = 0 /* f32 */, put(&p, &u32, 4);
+        u64 = 0, put(&p, &u64, 8);
+        CHECK(p - buf == 106, "layout: %d header bytes", (int)(p - buf));
+        memset(p, 0, 16);
+        p += 16;
+        char what[64];
+        snprintf(what, sizeof what, "f32 tensor misaligned by general.alignment %u", al);
+        expect_fail(what, buf, (size_t)(p - buf), SD_ERR_FORMAT, "token_embd.weight");
+        expect_fail(what, buf, (size_t)(p - buf), SD_ERR_FORMAT, "aligned");
+    }
+}
+
 static void test_llama2c_corruptions(void) {
     size_t len;
     unsigned char *orig = tl_read_file(tl_shared("models/stories260K.bin"), &len);
@@ -247,6 +286,7 @@ int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/specdec-test-XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
     test_gguf_corruptions();
+    test_misaligned_tensor();
     test_llama2c_corruptions();
     test_api_args();
     char cmd[600];

@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -180,6 +181,14 @@ bool ggml_type_layout(uint32_t type, int *block_elems, int *block_bytes) {
     if (block_elems) *block_elems = be;
     if (block_bytes) *block_bytes = bb;
     return true;
+}
+
+size_t ggml_type_align(uint32_t type) {
+    switch (type) {
+    case GGML_F32: return 4;
+    case GGML_F16: case GGML_BF16: case GGML_Q8_0: case GGML_Q4_0: return 2; /* elements or the blocks' f16 scale */
+    default: return 1;
+    }
 }
 
 bool ggml_weight_type_from_name(const char *name, uint32_t *type) {
@@ -377,6 +386,16 @@ sd_status gguf_parse(gguf_file *f, const unsigned char *data, size_t size, sd_er
             goto fail;
         }
         t->data = data + data_off + t->offset;
+        /* the kernels read elements (and block scales) in place: whatever general.alignment says, each tensor's data
+         * must sit on its element's natural boundary (mapped files start on a page) */
+        size_t ta = ggml_type_align(t->type);
+        if ((uintptr_t)t->data % ta != 0) {
+            err_set(err, SD_ERR_FORMAT,
+                    "tensor '%s': data at byte %zu is not aligned to %zu bytes as %s needs (general.alignment %zu is "
+                    "too small for this layout)",
+                    t->name, data_off + (size_t)t->offset, ta, ggml_type_name(t->type), f->alignment);
+            goto fail;
+        }
     }
     return SD_OK;
 fail_st:

@@ -138,6 +138,16 @@ expect_err "--prompts a folder" "is a folder" batch -m "$M260" --prompts "$tdir"
 expect_err "--corpus a folder" "is a folder" train exit-heads -m "$M260" --corpus "$tdir" --out "$tdir/h.gguf"
 rm -rf "$tdir"
 
+# list flags: one strict parser (no truncation to int, no silent cut at the maximum count, no empty elements)
+tdir=$(mktemp -d)
+expect_err "--depths 2^32+1" "\-\-depths expects" train exit-heads -m "$M260" --corpus "$SHARED/data/stories_corpus.txt" --out "$tdir/h.gguf" --tokens 16 --heldout 4 --epochs 1 --depths 4294967297
+[ ! -e "$tdir/h.gguf" ] && ok || bad "--depths 2^32+1 still trained"
+expect_err "--ks with 33 entries" "at most 32" bench block -m "$M260" --ks 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1 --ctx 8 --reps 1
+expect_err "--ks trailing comma" "\-\-ks expects" bench block -m "$M260" --ks 1,2, --ctx 8 --reps 1
+expect_err "--ks empty element" "\-\-ks expects" bench block -m "$M260" --ks 1,,2 --ctx 8 --reps 1
+expect_err "--parallel 2^32+1" "\-\-parallel expects" bench batch -m "$M260" --parallel 4294967297
+rm -rf "$tdir"
+
 # plain decoding with small blocks (no speculative limits apply)
 $CLI generate -m "$M260" -p "Once upon a time" -n 20 --temp 0 -b 1 -t 1 >"$out" 2>"$err"
 if [ $? -eq 0 ] && grep -q "Once upon a time, there was a little girl" "$out"; then ok; else bad "plain decoding with -b 1: $(cat "$err")"; fi

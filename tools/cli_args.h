@@ -23,6 +23,31 @@ static inline bool cli_int(const char *flag, const char *s, long lo, long hi, in
     return true;
 }
 
+/* A comma-separated list of integers in [lo, hi] (at most `max` of them) into out[], the count into *n. Every
+ * element is a whole number (no empty elements, no trailing comma, no overflow); a longer list is an error, not cut.
+ * The one parser for every list flag (--ks, --depths, --parallel). */
+static inline bool cli_int_list(const char *flag, const char *s, long lo, long hi, int max, int *out, int *n) {
+    *n = 0;
+    const char *q = s ? s : "";
+    for (;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(q, &end, 10);
+        if (end == q || errno || v < lo || v > hi || (*end && *end != ',') || (*end == ',' && !end[1])) {
+            fprintf(stderr, "error: %s expects a comma-separated list of integers in [%ld, %ld], got '%s'\n", flag, lo,
+                    hi, s ? s : "(nothing)");
+            return false;
+        }
+        if (*n == max) {
+            fprintf(stderr, "error: %s takes at most %d values, got more in '%s'\n", flag, max, s);
+            return false;
+        }
+        out[(*n)++] = (int)v;
+        if (!*end) return true;
+        q = end + 1;
+    }
+}
+
 static inline bool cli_u64(const char *flag, const char *s, unsigned long long *out) {
     char *end;
     errno = 0;

@@ -204,19 +204,8 @@ static int bench_decode(const bench_opts *o) {
 
 /* --ks: up to 32 comma-separated block sizes 1..4096 into ks; their count, or -1 (message printed) */
 static int parse_ks(const char *list, int *ks) {
-    int nk = 0;
-    for (const char *s = list; *s && nk < 32;) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 1 || v > 4096) {
-            fprintf(stderr, "error: --ks expects a comma-separated list of block sizes, got '%s'\n", list);
-            return -1;
-        }
-        ks[nk++] = (int)v;
-        s = *end == ',' ? end + 1 : end;
-    }
-    if (nk == 0) fprintf(stderr, "error: --ks is empty\n");
-    return nk ? nk : -1;
+    int nk;
+    return cli_int_list("--ks", list, 1, 4096, 32, ks, &nk) ? nk : -1;
 }
 
 static int bench_block(const bench_opts *o) {

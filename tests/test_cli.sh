@@ -148,6 +148,16 @@ expect_err "--ks empty element" "\-\-ks expects" bench block -m "$M260" --ks 1,,
 expect_err "--parallel 2^32+1" "\-\-parallel expects" bench batch -m "$M260" --parallel 4294967297
 rm -rf "$tdir"
 
+# a bandwidth buffer that cannot be allocated is an error, never a reading of 0 (that would feed a roofline); under a
+# 3 GB address-space limit (skipped where the binary cannot start under it: sanitizer builds reserve far more)
+if (ulimit -v 3000000; $CLI --help) >/dev/null 2>&1; then
+    for b in "bandwidth" "decode -m $M260 -n 2" "peak -m $M260 --ks 1"; do
+        (ulimit -v 3000000; $CLI bench $b --bw-mib 8192 --reps 1 -t 1) >"$out" 2>"$err"
+        rc=$?
+        if [ $rc -ne 0 ] && grep -q "cannot allocate the 8192 MiB" "$err" && ! grep -q "0\.00" "$out"; then ok; else bad "bench $b with an unallocatable buffer (rc $rc): $(cat "$out" "$err")"; fi
+    done
+else ok; fi
+
 # plain decoding with small blocks (no speculative limits apply)
 $CLI generate -m "$M260" -p "Once upon a time" -n 20 --temp 0 -b 1 -t 1 >"$out" 2>"$err"
 if [ $? -eq 0 ] && grep -q "Once upon a time, there was a little girl" "$out"; then ok; else bad "plain decoding with -b 1: $(cat "$err")"; fi

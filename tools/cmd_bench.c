@@ -65,24 +65,37 @@ static void *bw_read(void *a) {
 static double median(double *v, int n);
 
 /* Median-of-reps read bandwidth in bytes/s over a buffer of mib MiB split across threads (*best gets the
- * best rep: on a shared machine single reps can be far off, the median is what the roofline uses). */
+ * best rep: on a shared machine single reps can be far off, the median is what the roofline uses). Returns -1 after
+ * a message when the buffer cannot be allocated or a thread cannot start: never a made-up 0 that would feed a result. */
 static double measure_bandwidth(int threads, int mib, int reps, double *best_out) {
     size_t bytes = (size_t)mib << 20, n = bytes / 8;
     uint64_t *buf = malloc(bytes);
-    if (!buf) return 0;
-    for (size_t i = 0; i < n; i++) buf[i] = i;
     double best = 0, *all = malloc((size_t)reps * sizeof *all);
+    if (!buf || !all) {
+        fprintf(stderr, "error: cannot allocate the %d MiB bandwidth buffer (try a smaller --bw-mib)\n", mib);
+        free(buf);
+        free(all);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) buf[i] = i;
     pthread_t tid[512];
     bw_arg args[512];
-    for (int r = 0; r < reps && all; r++) {
+    bool failed = false;
+    for (int r = 0; r < reps && !failed; r++) {
         double t0 = cmd_now();
         for (int t = 0; t < threads; t++) {
             size_t a = n * (size_t)t / (size_t)threads, b = n * (size_t)(t + 1) / (size_t)threads;
             args[t] = (bw_arg){buf + a, b - a, 0};
-            if (t > 0) pthread_create(&tid[t], NULL, bw_read, &args[t]);
         }
+        int started = 1;
+        while (started < threads && pthread_create(&tid[started], NULL, bw_read, &args[started]) == 0) started++;
         bw_read(&args[0]);
-        for (int t = 1; t < threads; t++) pthread_join(tid[t], NULL);
+        for (int t = 1; t < started; t++) pthread_join(tid[t], NULL);
+        if (started < threads) {
+            fprintf(stderr, "error: could not start %d threads for the bandwidth measurement\n", threads);
+            failed = true;
+            break;
+        }
         double dt = cmd_now() - t0;
         uint64_t s = 0;
         for (int t = 0; t < threads; t++) s += args[t].sum;
@@ -90,7 +103,7 @@ static double measure_bandwidth(int threads, int mib, int reps, double *best_out
         all[r] = (double)bytes / dt;
         if (all[r] > best) best = all[r];
     }
-    double med = all ? median(all, reps) : 0;
+    double med = failed ? -1 : median(all, reps);
     free(all);
     free(buf);
     if (best_out) *best_out = best;
@@ -149,12 +162,17 @@ static int bench_decode(const bench_opts *o) {
     sd_model_info info;
     sd_model_get_info(m, &info);
     float *logits = malloc((size_t)info.n_vocab * sizeof *logits);
+    double *tps = malloc((size_t)o->reps * sizeof *tps);
+    int rc = 1;
+    if (!logits || !tps) {
+        fprintf(stderr, "error: out of memory\n");
+        goto done;
+    }
     int32_t prompt[16];
     for (int i = 0; i < P; i++) prompt[i] = tok_at(i, info.n_vocab);
     sd_error err;
     double best_tps = 0;
     fprintf(stderr, "decode: %d tokens x %d runs (%d threads) ...\n", o->n, o->reps, sd_ctx_n_threads(c));
-    double *tps = malloc((size_t)o->reps * sizeof *tps);
     for (int r = -1; r < o->reps; r++) { /* run -1 warms up (pages the weights in) */
         sd_kv_truncate(c, 0, 0, NULL);
         sd_forward(c, &(sd_block){.n = P, .token = prompt}, &(sd_forward_args){.logits = logits}, &err);
@@ -164,7 +182,7 @@ static int bench_decode(const bench_opts *o) {
         for (int i = 0; i < steps; i++) {
             if (sd_forward(c, &(sd_block){.n = 1, .token = &t}, &(sd_forward_args){.logits = logits}, &err) != SD_OK) {
                 fprintf(stderr, "error: %s\n", err.msg);
-                return 1;
+                goto done;
             }
             int best = 0;
             for (int v = 1; v < info.n_vocab; v++)
@@ -177,6 +195,7 @@ static int bench_decode(const bench_opts *o) {
     double med = median(tps, o->reps);
     best_tps = tps[o->reps - 1];
     double bw = model_bandwidth(sd_ctx_n_threads(c), info.decode_bytes, o->bw_mib);
+    if (bw <= 0) goto done; /* (message printed) */
     double roof = bw / (double)info.decode_bytes;
     printf("| model | type | threads | tok/s (median) | tok/s (best) | ms/token | MiB/token | read GB/s (median) | roofline tok/s | ratio |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -195,11 +214,13 @@ static int bench_decode(const bench_opts *o) {
             fclose(f);
         }
     }
+    rc = 0;
+done:
     free(tps);
     free(logits);
     sd_ctx_free(c);
     sd_model_free(m);
-    return 0;
+    return rc;
 }
 
 /* --ks: up to 32 comma-separated block sizes 1..4096 into ks; their count, or -1 (message printed) */
@@ -342,6 +363,11 @@ static int bench_peak(const bench_opts *o) {
     }
     if (m && ti >= 0 && pkn[ti] > 0) {
         double bw = model_bandwidth(o->threads, info.decode_bytes, o->bw_mib);
+        if (bw <= 0) { /* (message printed) */
+            if (jf) fclose(jf);
+            sd_model_free(m);
+            return 1;
+        }
         double t_mem = (double)info.decode_bytes / bw;
         printf("\nLower bounds for %s (%s, %d threads): %.3f GMAC and %.1f MiB of weights per position, read %.1f "
                "GB/s, peak %.1f GMAC/s (attention, norms and the rest not counted)\n\n",
@@ -403,6 +429,7 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(what, "bandwidth")) {
         double best;
         double bw = measure_bandwidth(o.threads, o.bw_mib, o.reps, &best);
+        if (bw <= 0) return 1; /* (message printed) */
         printf("| threads | buffer MiB | read GB/s (median of %d) | best |\n|---|---|---|---|\n| %d | %d | %.2f | %.2f |\n",
                o.reps, o.threads, o.bw_mib, bw / 1e9, best / 1e9);
         if (o.json) {

@@ -169,6 +169,41 @@ static void test_misaligned_tensor(void) {
     }
 }
 
+/* A training context beyond what a context supports: the error names the file and says how to ask for less. */
+static void test_huge_context_length(void) {
+    size_t len;
+    unsigned char *d = tl_read_file(tl_shared("models/stories260K.gguf"), &len);
+    CHECK(d != NULL, "read stories260K.gguf");
+    if (!d) return;
+    unsigned char *k = find(d, len, "llama.context_length");
+    CHECK(k != NULL, "locate llama.context_length");
+    if (k) {
+        unsigned char *v = k + strlen("llama.context_length");
+        uint32_t ty, big = 1u << 24;
+        memcpy(&ty, v, 4);
+        CHECK(ty == 4 /* u32 */, "context_length type %u", ty);
+        memcpy(v + 4, &big, 4);
+        const char *p = tmp_path("bigctx.gguf");
+        tl_write_file(p, d, len);
+        sd_model *m = NULL;
+        sd_error err = {0};
+        if (sd_model_load(p, NULL, &m, &err) != SD_OK) {
+            CHECK(0, "load: %s", err.msg);
+        } else {
+            sd_ctx *c = NULL;
+            sd_ctx_params cp = sd_ctx_default_params();
+            CHECK(sd_ctx_new(m, &cp, &c, &err) == SD_ERR_ARG && c == NULL, "context of 2^24 positions made");
+            CHECK(strstr(err.msg, "bigctx.gguf") && strstr(err.msg, "-c N") && strstr(err.msg, "16777216"),
+                  "huge context_length: '%s' lacks the file, the value or the hint", err.msg);
+            cp.n_ctx = 64;
+            CHECK(sd_ctx_new(m, &cp, &c, &err) == SD_OK, "a smaller context: %s", err.msg);
+            sd_ctx_free(c);
+            sd_model_free(m);
+        }
+    }
+    free(d);
+}
+
 static void test_llama2c_corruptions(void) {
     size_t len;
     unsigned char *orig = tl_read_file(tl_shared("models/stories260K.bin"), &len);
@@ -287,6 +322,7 @@ int main(void) {
     if (!mkdtemp(tmpdir)) return 1;
     test_gguf_corruptions();
     test_misaligned_tensor();
+    test_huge_context_length();
     test_llama2c_corruptions();
     test_api_args();
     char cmd[600];

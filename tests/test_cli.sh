@@ -158,6 +158,10 @@ if (ulimit -v 3000000; $CLI --help) >/dev/null 2>&1; then
     done
 else ok; fi
 
+# context sizes beyond what a context takes: user-level messages (the flag or the file and -c), not internal parameters
+expect_err "bench block --ctx 5000" "\-\-ctx expects an integer in \[1, 4096\]" bench block -m "$M260" --ctx 5000 --reps 1
+! grep -q "n_seq\|n_kv_cells" "$err" && ok || bad "bench block --ctx 5000 lists internal parameters: $(cat "$err")"
+
 # plain decoding with small blocks (no speculative limits apply)
 $CLI generate -m "$M260" -p "Once upon a time" -n 20 --temp 0 -b 1 -t 1 >"$out" 2>"$err"
 if [ $? -eq 0 ] && grep -q "Once upon a time, there was a little girl" "$out"; then ok; else bad "plain decoding with -b 1: $(cat "$err")"; fi

@@ -183,7 +183,7 @@ int cmd_bench_spec(int argc, char **argv) {
             if (!cli_u64(a, v, &s)) return 2;
             spp.seed = s;
         } else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 1, 512, &cp.n_threads)) return 2; }
-        else if (!strcmp(a, "-c")) { if (!cli_int(a, v, 16, 1 << 20, &cp.n_ctx)) return 2; }
+        else if (!strcmp(a, "-c")) { if (!cli_int(a, v, 16, SD_MAX_CTX, &cp.n_ctx)) return 2; }
         else {
             fprintf(stderr, "error: unknown option '%s' (see specdec bench spec --help)\n", a);
             return 2;

@@ -65,6 +65,7 @@ void sd_model_free(sd_model *m) {
     free(m->layers);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
+    free(m->path);
     gguf_close(&m->gguf);
     mapfile_close(&m->bin);
     free(m);
@@ -412,6 +413,13 @@ sd_status sd_model_load(const char *path, const sd_model_params *params, sd_mode
         return st;
     }
     m->decode_bytes = decode_bytes(m);
+    size_t plen = strlen(path) + 1;
+    m->path = malloc(plen);
+    if (m->path) memcpy(m->path, path, plen);
+    if (!m->path) {
+        sd_model_free(m);
+        return err_set(err, SD_ERR_NOMEM, "out of memory");
+    }
     *out = m;
     return SD_OK;
 }

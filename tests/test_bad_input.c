@@ -204,6 +204,31 @@ static void test_huge_context_length(void) {
     free(d);
 }
 
+/* gen-model copies the vocabulary's tokenizer: one a model load could not build is an error, and nothing is written. */
+static void test_gen_model_bad_vocab(void) {
+    size_t len;
+    unsigned char *d = tl_read_file(tl_shared("models/vocab/ggml-vocab-llama-spm.gguf"), &len);
+    CHECK(d != NULL, "read the llama-spm vocabulary");
+    if (!d) return;
+    unsigned char *k = find(d, len, "tokenizer.ggml.model");
+    unsigned char *v = k ? find(k, 64, "llama") : NULL;
+    CHECK(v != NULL, "locate tokenizer.ggml.model");
+    if (v) {
+        v[4] = 'x'; /* "llamx": no such tokenizer */
+        char vocp[600], outp[600]; /* (tmp_path's buffer is reused) */
+        snprintf(vocp, sizeof vocp, "%s", tmp_path("badvocab.gguf"));
+        snprintf(outp, sizeof outp, "%s", tmp_path("gen.gguf"));
+        tl_write_file(vocp, d, len);
+        sd_gen_model_params gp = {.shape = "test-tiny", .type = "f32", .vocab_path = vocp, .seed = 1};
+        sd_error err = {0};
+        sd_status st = sd_model_generate(&gp, outp, &err);
+        CHECK(st != SD_OK && strstr(err.msg, "badvocab.gguf") && strstr(err.msg, "llamx"),
+              "gen-model with an unusable vocabulary: status %s, '%s'", sd_status_str(st), err.msg);
+        CHECK(access(outp, F_OK) != 0, "gen-model wrote %s from an unusable vocabulary", outp);
+    }
+    free(d);
+}
+
 static void test_llama2c_corruptions(void) {
     size_t len;
     unsigned char *orig = tl_read_file(tl_shared("models/stories260K.bin"), &len);
@@ -323,6 +348,7 @@ int main(void) {
     test_gguf_corruptions();
     test_misaligned_tensor();
     test_huge_context_length();
+    test_gen_model_bad_vocab();
     test_llama2c_corruptions();
     test_api_args();
     char cmd[600];

@@ -2,6 +2,7 @@
  * an unknown architecture, a missing tensor, a wrong shape, bad llama2.c files, bad API arguments, a prompt
  * longer than the context, a full KV cache. Each must give a clear error (and nothing leaks: run under ASan). */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -229,6 +230,112 @@ static void test_gen_model_bad_vocab(void) {
     free(d);
 }
 
+/* stories260K.gguf with metadata entries added right after the header: `kv` holds n_kv serialized entries; a filler
+ * string entry keeps the header growing by a multiple of 32 bytes, so the tensor data stays aligned and the
+ * tensor offsets stay valid. Returns a malloc'd image and its length. */
+static unsigned char *with_kvs(const unsigned char *orig, size_t len, const unsigned char *kv, size_t kv_len, uint64_t n_kv,
+                               size_t *out_len) {
+    size_t fill = 8 + 5 + 4 + 8, s = (32 - (kv_len + fill) % 32) % 32;
+    unsigned char *d = malloc(len + kv_len + fill + s), *p = d;
+    put(&p, orig, 24);
+    put(&p, kv, kv_len);
+    put_str(&p, "x.pad");
+    uint32_t ty = 8 /* string */;
+    put(&p, &ty, 4);
+    uint64_t sl = s;
+    put(&p, &sl, 8);
+    memset(p, 'x', s);
+    p += s;
+    put(&p, orig + 24, len - 24);
+    uint64_t n;
+    memcpy(&n, d + 16, 8);
+    n += n_kv + 1;
+    memcpy(d + 16, &n, 8);
+    *out_len = (size_t)(p - d);
+    return d;
+}
+
+/* Hyperparameters are checked in one place: finite and within float range (an f64 beyond it is not silently inf);
+ * a string with a NUL inside is no name ("llama\0x" is not "llama"). */
+static void test_bad_hparams(void) {
+    size_t len;
+    unsigned char *orig = tl_read_file(tl_shared("models/stories260K.gguf"), &len);
+    CHECK(orig != NULL, "read stories260K.gguf");
+    if (!orig) return;
+    struct {
+        const char *what, *key;
+        uint32_t type;
+        double v;
+    } cases[] = {
+        {"rope.freq_base = inf (f32)", "llama.rope.freq_base", 6, INFINITY},
+        {"rope.freq_base = nan (f32)", "llama.rope.freq_base", 6, NAN},
+        {"rope.freq_base = 1e300 (f64)", "llama.rope.freq_base", 12, 1e300},
+        {"rope.freq_base = -1e4 (f64)", "llama.rope.freq_base", 12, -1e4},
+        {"rope.scaling.factor = 1e300 (f64)", "llama.rope.scaling.factor", 12, 1e300},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned char kv[128], *p = kv;
+        put_str(&p, cases[i].key);
+        put(&p, &cases[i].type, 4);
+        if (cases[i].type == 6) {
+            float f = (float)cases[i].v;
+            put(&p, &f, 4);
+        } else {
+            put(&p, &cases[i].v, 8);
+        }
+        uint64_t nkv = 1;
+        if (strstr(cases[i].key, "scaling")) { /* the factor is read when a scaling type is named */
+            put_str(&p, "llama.rope.scaling.type");
+            uint32_t ty = 8;
+            put(&p, &ty, 4);
+            put_str(&p, "linear");
+            nkv++;
+        }
+        size_t n;
+        unsigned char *d = with_kvs(orig, len, kv, (size_t)(p - kv), nkv, &n);
+        expect_fail(cases[i].what, d, n, SD_ERR_FORMAT, cases[i].key);
+        free(d);
+    }
+    /* the file as it is, with rope.freq_base as an f64 in float range: loads (the helper itself is sound) */
+    {
+        unsigned char kv[128], *p = kv;
+        put_str(&p, "llama.rope.freq_base");
+        uint32_t ty = 12;
+        double v = 10000.0;
+        put(&p, &ty, 4);
+        put(&p, &v, 8);
+        size_t n;
+        unsigned char *d = with_kvs(orig, len, kv, (size_t)(p - kv), 1, &n);
+        tl_write_file(tmp_path("ok.gguf"), d, n);
+        sd_model *m = NULL;
+        sd_error err = {0};
+        CHECK(sd_model_load(tmp_path("ok.gguf"), NULL, &m, &err) == SD_OK, "f64 rope.freq_base 1e4: %s", err.msg);
+        sd_model_free(m);
+        free(d);
+    }
+    /* general.architecture "llama\0x": the original key renamed out of the way */
+    unsigned char *a = find(orig, len, "general.architecture");
+    CHECK(a != NULL, "locate general.architecture");
+    if (a) {
+        unsigned char *c = malloc(len);
+        memcpy(c, orig, len);
+        c[a - orig + 19] = 'f'; /* general.architecturf */
+        unsigned char kv[128], *p = kv;
+        put_str(&p, "general.architecture");
+        uint32_t ty = 8;
+        put(&p, &ty, 4);
+        uint64_t sl = 7;
+        put(&p, &sl, 8);
+        put(&p, "llama\0x", 7);
+        size_t n;
+        unsigned char *d = with_kvs(c, len, kv, (size_t)(p - kv), 1, &n);
+        expect_fail("architecture with a NUL", d, n, SD_ERR_FORMAT, "NUL");
+        free(d);
+        free(c);
+    }
+    free(orig);
+}
+
 static void test_llama2c_corruptions(void) {
     size_t len;
     unsigned char *orig = tl_read_file(tl_shared("models/stories260K.bin"), &len);
@@ -349,6 +456,7 @@ int main(void) {
     test_misaligned_tensor();
     test_huge_context_length();
     test_gen_model_bad_vocab();
+    test_bad_hparams();
     test_llama2c_corruptions();
     test_api_args();
     char cmd[600];

@@ -134,7 +134,15 @@ static bool read_kv(cursor *c, gguf_kv *kv) {
         return false;
     }
     if (!cur_u32(c, &kv->type, kv->key)) return false;
-    if (kv->type == GGUF_STR) return cur_str(c, &kv->v.s, kv->key);
+    if (kv->type == GGUF_STR) {
+        if (!cur_str(c, &kv->v.s, kv->key)) return false;
+        /* a name with a NUL inside would print (and compare in C) as its prefix: "llama\0x" is not "llama" */
+        if (memchr(kv->v.s.p, 0, (size_t)kv->v.s.len)) {
+            err_set(c->err, SD_ERR_FORMAT, "metadata '%s': string value contains a NUL byte", kv->key);
+            return false;
+        }
+        return true;
+    }
     if (kv->type == GGUF_ARR) {
         size_t start = c->off;
         if (!cur_u32(c, &kv->arr_type, kv->key) || !cur_u64(c, &kv->arr_n, kv->key)) return false;
@@ -236,6 +244,10 @@ static bool read_tensor(cursor *c, gguf_tensor *t, uint64_t idx) {
     t->name = dup_str(name);
     if (!t->name) {
         err_set(c->err, SD_ERR_NOMEM, "out of memory reading tensor table");
+        return false;
+    }
+    if (memchr(name.p, 0, (size_t)name.len)) { /* it would match the name before the NUL */
+        err_set(c->err, SD_ERR_FORMAT, "tensor %" PRIu64 ": name '%s' contains a NUL byte", idx, t->name);
         return false;
     }
     if (!cur_u32(c, &t->n_dims, t->name)) return false;

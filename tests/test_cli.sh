@@ -162,6 +162,30 @@ else ok; fi
 expect_err "bench block --ctx 5000" "\-\-ctx expects an integer in \[1, 4096\]" bench block -m "$M260" --ctx 5000 --reps 1
 ! grep -q "n_seq\|n_kv_cells" "$err" && ok || bad "bench block --ctx 5000 lists internal parameters: $(cat "$err")"
 
+# the JSONL reader is strict (RFC 8259) about what it accepts: each bad line is an error naming the line
+tdir=$(mktemp -d)
+jl_bad() { # jl_bad "what" 'line' "pattern"
+    printf '{"question_id": 1, "turns": ["ok"]}\n%s\n' "$2" >"$tdir/q.jsonl"
+    expect_err "JSONL $1" "q.jsonl:2: $3" batch -m "$M260" --prompts "$tdir/q.jsonl" -n 1
+}
+jl_bad "trailing comma in an array" '{"question_id": 2, "turns": ["a",]}' "\"turns\" must be an array of strings"
+jl_bad "trailing comma in the object" '{"question_id": 2, "turns": ["a"],}' "a string was expected"
+jl_bad "missing comma in an array" '{"question_id": 2, "turns": ["a" "b"]}' "',' or '\]' expected"
+jl_bad "missing comma in the object" '{"question_id": 2 "turns": ["a"]}' "',' or '}' expected"
+jl_bad "garbage after the object" '{"question_id": 2, "turns": ["a"]} x' "text after the object"
+jl_bad "a second object" '{"question_id": 2, "turns": ["a"]}{"question_id": 3, "turns": ["b"]}' "text after the object"
+jl_bad "a bad literal" '{"question_id": 2, "x": tru, "turns": ["a"]}' "a value was expected"
+jl_bad "a leading zero" '{"question_id": 02, "turns": ["a"]}' "',' or '}' expected"
+jl_bad "a bare exponent" '{"question_id": 2, "x": 1e, "turns": ["a"]}' "digits expected in an exponent"
+jl_bad "a raw tab in a string" "$(printf '{"question_id": 2, "turns": ["a\tb"]}')" "a control character"
+jl_bad "a lone surrogate" '{"question_id": 2, "turns": ["\ud800"]}' "invalid escape"
+jl_bad "a NUL escape" '{"question_id": 2, "turns": ["a\u0000b"]}' ".u0000 inside a string"
+jl_bad "an object as question_id" '{"question_id": {"a": 1}, "turns": ["a"]}' "\"question_id\" must be a string or a number"
+jl_bad "a long category" "{\"category\": \"$(printf '%070d' 0)\", \"turns\": [\"a\"]}" "\"category\" is longer than 63 bytes"
+printf '{"question_id": 1, "category": "caf\303\251", "x": [true, false, null, -0.5e+3, {"y": []}], "turns": ["a\\u00e9\\ud83d\\ude00"]}\r\n' >"$tdir/q.jsonl"
+$CLI batch -m "$M260" --prompts "$tdir/q.jsonl" -n 1 -t 1 >"$out" 2>"$err" && ok || bad "JSONL with every value kind: $(cat "$err")"
+rm -rf "$tdir"
+
 # plain decoding with small blocks (no speculative limits apply)
 $CLI generate -m "$M260" -p "Once upon a time" -n 20 --temp 0 -b 1 -t 1 >"$out" 2>"$err"
 if [ $? -eq 0 ] && grep -q "Once upon a time, there was a little girl" "$out"; then ok; else bad "plain decoding with -b 1: $(cat "$err")"; fi

@@ -186,6 +186,38 @@ printf '{"question_id": 1, "category": "caf\303\251", "x": [true, false, null, -
 $CLI batch -m "$M260" --prompts "$tdir/q.jsonl" -n 1 -t 1 >"$out" 2>"$err" && ok || bad "JSONL with every value kind: $(cat "$err")"
 rm -rf "$tdir"
 
+# output files: a path that cannot be written is an error before the run; a failed write (a full disk: /dev/full) is an
+# error for files and for standard output; JSON strings and SVG text are escaped
+tdir=$(mktemp -d)
+printf '{"question_id": 1, "category": "a\\"b<c>&", "turns": ["Once upon a time"]}\n' >"$tdir/q.jsonl"
+expect_err "bench --json in a missing folder" "cannot write /no/dir/x.json" bench bandwidth --bw-mib 16 --reps 1 -t 1 --json /no/dir/x.json
+for flag in --json --md --plot; do
+    t0=$(date +%s)
+    expect_err "bench spec $flag onto a folder" "cannot write $tdir ($flag): it is a folder" bench spec -m "$M260" --prompts "$PROMPTS" -n 64 -t 1 $flag "$tdir"
+    [ ! -s "$out" ] && ok || bad "bench spec $flag onto a folder ran the benchmark first"
+done
+expect_err "bench --json onto /dev/full" "writing /dev/full failed" bench bandwidth --bw-mib 16 --reps 1 -t 1 --json /dev/full
+expect_err "bench spec --md onto /dev/full" "writing /dev/full failed" bench spec -m "$M260" --prompts "$tdir/q.jsonl" -n 4 -t 1 --md /dev/full
+expect_err "batch --out /dev/full" "writing /dev/full failed" batch -m "$M260" --prompts "$SD" --limit 2 -n 4 -t 1 --out /dev/full
+std_full() { # std_full "what" args...: standard output onto /dev/full must fail with a message
+    what=$1; shift
+    $CLI "$@" >/dev/full 2>"$err"
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q "writing to standard output failed" "$err"; then ok; else bad "$what > /dev/full (rc $rc): $(tail -3 "$err")"; fi
+}
+std_full "generate" generate -m "$M260" -p "Once upon a time" -n 16 -t 1
+std_full "bench bandwidth" bench bandwidth --bw-mib 16 --reps 1 -t 1
+std_full "bench spec" bench spec -m "$M260" --prompts "$tdir/q.jsonl" -n 4 -t 1
+std_full "bench batch" bench batch -m "$M260" --methods ngram --parallel 1 -n 4 -t 1
+std_full "batch" batch -m "$M260" --prompts "$SD" --limit 2 -n 4 -t 1
+std_full "train" train exit-heads -m "$M260" --corpus "$SHARED/data/stories_corpus.txt" --out "$tdir/h.gguf" --tokens 100 --heldout 20 --epochs 1 -t 1
+std_full "--help" --help
+$CLI bench spec -m "$M260" --prompts "$tdir/q.jsonl" -n 8 -t 1 --methods 'ngram:label=x<y"z&' --json "$tdir/r.json" --plot "$tdir/r.svg" >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q '"category": "a\\"b<c>&", "method": "x<y\\"z&"' "$tdir/r.json" &&
+   grep -q '>a&quot;b&lt;c&gt;&amp;</text>' "$tdir/r.svg" && grep -q '>x&lt;y&quot;z&amp;</text>' "$tdir/r.svg" &&
+   ! grep -q '<c>' "$tdir/r.svg"; then ok; else bad "bench spec JSON/SVG escaping: $(cat "$err" "$tdir/r.json")"; fi
+rm -rf "$tdir"
+
 # plain decoding with small blocks (no speculative limits apply)
 $CLI generate -m "$M260" -p "Once upon a time" -n 20 --temp 0 -b 1 -t 1 >"$out" 2>"$err"
 if [ $? -eq 0 ] && grep -q "Once upon a time, there was a little girl" "$out"; then ok; else bad "plain decoding with -b 1: $(cat "$err")"; fi

@@ -11,6 +11,7 @@
 
 #include "cli_args.h"
 #include "cmds.h"
+#include "out_file.h"
 #include "specdec.h"
 
 double cmd_now(void) {
@@ -204,16 +205,17 @@ static int bench_decode(const bench_opts *o) {
            sd_ctx_n_threads(c), med, best_tps, 1000.0 / med, (double)info.decode_bytes / (1 << 20), bw / 1e9, roof,
            100.0 * med / roof);
     if (o->json) {
-        FILE *f = fopen(o->json, "w");
-        if (f) {
-            fprintf(f,
-                    "{\"bench\": \"decode\", \"model\": \"%s\", \"type\": \"%s\", \"threads\": %d, \"tokens\": %d, "
-                    "\"tok_s_median\": %.4f, \"tok_s_best\": %.4f, \"bytes_per_token\": %zu, \"read_bw_bytes_s\": %.0f, "
-                    "\"roofline_tok_s\": %.4f, \"ratio\": %.4f}\n",
-                    o->model, info.weight_type, sd_ctx_n_threads(c), o->n, med, best_tps, info.decode_bytes, bw, roof,
-                    med / roof);
-            fclose(f);
-        }
+        FILE *f = out_open(o->json, "--json");
+        if (!f) goto done;
+        fputs("{\"bench\": \"decode\", \"model\": ", f);
+        out_json_str(f, o->model);
+        fputs(", \"type\": ", f);
+        out_json_str(f, info.weight_type);
+        fprintf(f,
+                ", \"threads\": %d, \"tokens\": %d, \"tok_s_median\": %.4f, \"tok_s_best\": %.4f, \"bytes_per_token\": %zu, "
+                "\"read_bw_bytes_s\": %.0f, \"roofline_tok_s\": %.4f, \"ratio\": %.4f}\n",
+                sd_ctx_n_threads(c), o->n, med, best_tps, info.decode_bytes, bw, roof, med / roof);
+        if (!out_close(f, o->json)) goto done;
     }
     rc = 0;
 done:
@@ -244,6 +246,12 @@ static int bench_block(const bench_opts *o) {
     int32_t *toks = malloc((size_t)nb * sizeof *toks);
     float *logits = malloc((size_t)kmax * info.n_vocab * sizeof *logits);
     uint8_t *want = malloc((size_t)nb);
+    double *tt = malloc((size_t)nk * o->reps * sizeof *tt), *rr = malloc((size_t)o->reps * sizeof *rr);
+    int rc = 1;
+    if (!toks || !logits || !want || !tt || !rr) {
+        fprintf(stderr, "error: out of memory\n");
+        goto done;
+    }
     memset(want, 1, (size_t)nb);
     for (int i = 0; i < nb; i++) toks[i] = tok_at(i, info.n_vocab);
     sd_error err;
@@ -255,7 +263,7 @@ static int bench_block(const bench_opts *o) {
         double t0 = cmd_now();
         if (sd_forward(c, &(sd_block){.n = o->ctx, .token = toks}, &(sd_forward_args){.logits = logits}, &err)) {
             fprintf(stderr, "error: %s\n", err.msg);
-            return 1;
+            goto done;
         }
         if (r >= 0) pre[r] = o->ctx / (cmd_now() - t0);
     }
@@ -267,12 +275,15 @@ static int bench_block(const bench_opts *o) {
     int one = -1;
     for (int i = 0; i < nk; i++)
         if (ks[i] == 1) one = i;
-    double T[32], R[32], *tt = malloc((size_t)nk * o->reps * sizeof *tt), *rr = malloc((size_t)o->reps * sizeof *rr);
+    double T[32], R[32];
     for (int r = 0; r < o->reps; r++)
         for (int ki = 0; ki < nk; ki++) {
             double t0 = cmd_now();
-            sd_forward(c, &(sd_block){.n = ks[ki], .token = toks}, &(sd_forward_args){.want_logits = want, .logits = logits},
-                       &err);
+            if (sd_forward(c, &(sd_block){.n = ks[ki], .token = toks},
+                           &(sd_forward_args){.want_logits = want, .logits = logits}, &err) != SD_OK) {
+                fprintf(stderr, "error: %s\n", err.msg);
+                goto done;
+            }
             tt[ki * o->reps + r] = cmd_now() - t0;
             sd_kv_truncate(c, 0, o->ctx, NULL);
         }
@@ -292,17 +303,21 @@ static int bench_block(const bench_opts *o) {
     }
     printf("\nprefill: %d tokens in one block: %.1f tokens/s\n", o->ctx, pre_tps);
     if (o->json) {
-        FILE *f = fopen(o->json, "w");
-        if (f) {
-            fprintf(f, "{\"bench\": \"block\", \"model\": \"%s\", \"type\": \"%s\", \"threads\": %d, \"context\": %d, "
-                       "\"prefill_tok_s\": %.3f, \"blocks\": [",
-                    o->model, info.weight_type, sd_ctx_n_threads(c), o->ctx, pre_tps);
-            for (int i = 0; i < nk; i++)
-                fprintf(f, "%s{\"k\": %d, \"ms\": %.4f, \"ratio\": %.4f}", i ? ", " : "", ks[i], 1000 * T[i], R[i]);
-            fprintf(f, "]}\n");
-            fclose(f);
-        }
+        FILE *f = out_open(o->json, "--json");
+        if (!f) goto done;
+        fputs("{\"bench\": \"block\", \"model\": ", f);
+        out_json_str(f, o->model);
+        fputs(", \"type\": ", f);
+        out_json_str(f, info.weight_type);
+        fprintf(f, ", \"threads\": %d, \"context\": %d, \"prefill_tok_s\": %.3f, \"blocks\": [", sd_ctx_n_threads(c),
+                o->ctx, pre_tps);
+        for (int i = 0; i < nk; i++)
+            fprintf(f, "%s{\"k\": %d, \"ms\": %.4f, \"ratio\": %.4f}", i ? ", " : "", ks[i], 1000 * T[i], R[i]);
+        fprintf(f, "]}\n");
+        if (!out_close(f, o->json)) goto done;
     }
+    rc = 0;
+done:
     free(tt);
     free(rr);
     free(toks);
@@ -310,7 +325,7 @@ static int bench_block(const bench_opts *o) {
     free(want);
     sd_ctx_free(c);
     sd_model_free(m);
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------------ peak */
@@ -353,8 +368,11 @@ static int bench_peak(const bench_opts *o) {
     int ti = -1;
     for (int i = 0; m && i < 5; i++)
         if (!strcmp(info.weight_type, PEAK_TYPES[i])) ti = i;
-    FILE *jf = o->json ? fopen(o->json, "w") : NULL;
-    if (o->json && !jf) fprintf(stderr, "warning: cannot write %s\n", o->json);
+    FILE *jf = NULL;
+    if (o->json && !(jf = out_open(o->json, "--json"))) {
+        sd_model_free(m);
+        return 1;
+    }
     if (jf) {
         fprintf(jf, "{\"bench\": \"peak\", \"threads\": %d, \"peaks\": [", o->threads);
         for (int i = 0; i < 5; i++)
@@ -377,10 +395,14 @@ static int bench_peak(const bench_opts *o) {
         printf("| k | bytes / bandwidth ms | k x MACs / peak ms | bound T(k) ms | bound T(k) / bound T(1) |\n");
         printf("|---|---|---|---|---|\n");
         double t1 = t_mem > info.matmul_macs / pkn[ti] ? t_mem : info.matmul_macs / pkn[ti]; /* bound T(1) */
-        if (jf)
-            fprintf(jf, ", \"model\": \"%s\", \"type\": \"%s\", \"macs_per_token\": %" PRIu64
-                        ", \"bytes_per_token\": %zu, \"read_bw_bytes_s\": %.0f, \"bounds\": [",
-                    o->model, info.weight_type, info.matmul_macs, info.decode_bytes, bw);
+        if (jf) {
+            fputs(", \"model\": ", jf);
+            out_json_str(jf, o->model);
+            fputs(", \"type\": ", jf);
+            out_json_str(jf, info.weight_type);
+            fprintf(jf, ", \"macs_per_token\": %" PRIu64 ", \"bytes_per_token\": %zu, \"read_bw_bytes_s\": %.0f, \"bounds\": [",
+                    info.matmul_macs, info.decode_bytes, bw);
+        }
         for (int i = 0; i < nk; i++) {
             double t_cmp = ks[i] * (double)info.matmul_macs / pkn[ti];
             double tb = t_mem > t_cmp ? t_mem : t_cmp;
@@ -391,12 +413,13 @@ static int bench_peak(const bench_opts *o) {
     } else if (m) {
         printf("\n(no bound: the model's type %s has no measured step with these kernels)\n", info.weight_type);
     }
+    int rc = 0;
     if (jf) {
         fprintf(jf, "}\n");
-        fclose(jf);
+        if (!out_close(jf, o->json)) rc = 1;
     }
     sd_model_free(m);
-    return 0;
+    return rc;
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -427,6 +450,7 @@ int cmd_bench(int argc, char **argv) {
             return 2;
         }
     }
+    if (!out_check(o.json, "--json")) return 1; /* before the run, not after it */
     if (!strcmp(what, "bandwidth")) {
         double best;
         double bw = measure_bandwidth(o.threads, o.bw_mib, o.reps, &best);
@@ -434,11 +458,10 @@ int cmd_bench(int argc, char **argv) {
         printf("| threads | buffer MiB | read GB/s (median of %d) | best |\n|---|---|---|---|\n| %d | %d | %.2f | %.2f |\n",
                o.reps, o.threads, o.bw_mib, bw / 1e9, best / 1e9);
         if (o.json) {
-            FILE *f = fopen(o.json, "w");
-            if (f) {
-                fprintf(f, "{\"bench\": \"bandwidth\", \"threads\": %d, \"read_bw_bytes_s\": %.0f}\n", o.threads, bw);
-                fclose(f);
-            }
+            FILE *f = out_open(o.json, "--json");
+            if (!f) return 1;
+            fprintf(f, "{\"bench\": \"bandwidth\", \"threads\": %d, \"read_bw_bytes_s\": %.0f}\n", o.threads, bw);
+            if (!out_close(f, o.json)) return 1;
         }
         return 0;
     }

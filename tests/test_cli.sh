@@ -198,7 +198,7 @@ for flag in --json --md --plot; do
 done
 expect_err "bench --json onto /dev/full" "writing /dev/full failed" bench bandwidth --bw-mib 16 --reps 1 -t 1 --json /dev/full
 expect_err "bench spec --md onto /dev/full" "writing /dev/full failed" bench spec -m "$M260" --prompts "$tdir/q.jsonl" -n 4 -t 1 --md /dev/full
-expect_err "batch --out /dev/full" "writing /dev/full failed" batch -m "$M260" --prompts "$SD" --limit 2 -n 4 -t 1 --out /dev/full
+expect_err "batch --out /dev/full" "writing /dev/full failed" batch -m "$M260" --prompts "$SHARED/data/stories_dev.jsonl" --limit 2 -n 4 -t 1 --out /dev/full
 std_full() { # std_full "what" args...: standard output onto /dev/full must fail with a message
     what=$1; shift
     $CLI "$@" >/dev/full 2>"$err"
@@ -209,7 +209,7 @@ std_full "generate" generate -m "$M260" -p "Once upon a time" -n 16 -t 1
 std_full "bench bandwidth" bench bandwidth --bw-mib 16 --reps 1 -t 1
 std_full "bench spec" bench spec -m "$M260" --prompts "$tdir/q.jsonl" -n 4 -t 1
 std_full "bench batch" bench batch -m "$M260" --methods ngram --parallel 1 -n 4 -t 1
-std_full "batch" batch -m "$M260" --prompts "$SD" --limit 2 -n 4 -t 1
+std_full "batch" batch -m "$M260" --prompts "$SHARED/data/stories_dev.jsonl" --limit 2 -n 4 -t 1
 std_full "train" train exit-heads -m "$M260" --corpus "$SHARED/data/stories_corpus.txt" --out "$tdir/h.gguf" --tokens 100 --heldout 20 --epochs 1 -t 1
 std_full "--help" --help
 $CLI bench spec -m "$M260" --prompts "$tdir/q.jsonl" -n 8 -t 1 --methods 'ngram:label=x<y"z&' --json "$tdir/r.json" --plot "$tdir/r.svg" >"$out" 2>"$err"

@@ -8,8 +8,9 @@
 
 bool out_check(const char *path, const char *what) {
     if (!path) return true;
-    struct stat sb;
-    bool existed = stat(path, &sb) == 0;
+    struct stat sb, lsb;
+    bool existed = lstat(path, &lsb) == 0; /* a dangling link exists too: never removed below */
+    if (existed && stat(path, &sb) != 0) sb = lsb;
     if (existed && S_ISDIR(sb.st_mode)) {
         fprintf(stderr, "error: cannot write %s (%s): it is a folder\n", path, what);
         return false;

@@ -150,7 +150,8 @@ rm -rf "$tdir"
 
 # a bandwidth buffer that cannot be allocated is an error, never a reading of 0 (that would feed a roofline); under a
 # 3 GB address-space limit (skipped where the binary cannot start under it: sanitizer builds reserve far more)
-if (ulimit -v 3000000; $CLI --help) >/dev/null 2>&1; then
+probe=$( (ulimit -v 3000000; $CLI --help >/dev/null 2>&1; echo $?) 2>/dev/null)
+if [ "$probe" = 0 ]; then
     for b in "bandwidth" "decode -m $M260 -n 2" "peak -m $M260 --ks 1"; do
         (ulimit -v 3000000; $CLI bench $b --bw-mib 8192 --reps 1 -t 1) >"$out" 2>"$err"
         rc=$?

@@ -145,6 +145,8 @@ expect_err "--depths 2^32+1" "\-\-depths expects" train exit-heads -m "$M260" --
 expect_err "--ks with 33 entries" "at most 32" bench block -m "$M260" --ks 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1 --ctx 8 --reps 1
 expect_err "--ks trailing comma" "\-\-ks expects" bench block -m "$M260" --ks 1,2, --ctx 8 --reps 1
 expect_err "--ks empty element" "\-\-ks expects" bench block -m "$M260" --ks 1,,2 --ctx 8 --reps 1
+expect_err "--seed ' -1' (a negative seed behind a space)" "\-\-seed expects a non-negative integer" generate -m "$M260" -p hi -n 1 --seed " -1"
+expect_err "-t ' 2'" "\-\-threads expects an integer" generate -m "$M260" -p hi -n 1 --threads " 2"
 expect_err "--parallel 2^32+1" "\-\-parallel expects" bench batch -m "$M260" --parallel 4294967297
 rm -rf "$tdir"
 

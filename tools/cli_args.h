@@ -11,11 +11,16 @@
 
 #include "specdec.h"
 
+/* Whether s starts a plain decimal number: a digit, or '-' and a digit (strtol alone also takes spaces and '+'). */
+static inline bool cli_starts_number(const char *s) {
+    return s && ((*s >= '0' && *s <= '9') || (*s == '-' && s[1] >= '0' && s[1] <= '9'));
+}
+
 static inline bool cli_int(const char *flag, const char *s, long lo, long hi, int *out) {
     char *end;
     errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || v < lo || v > hi) {
+    long v = cli_starts_number(s) ? strtol(s, &end, 10) : 0;
+    if (!cli_starts_number(s) || *end || errno || v < lo || v > hi) {
         fprintf(stderr, "error: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s ? s : "(nothing)");
         return false;
     }
@@ -32,8 +37,8 @@ static inline bool cli_int_list(const char *flag, const char *s, long lo, long h
     for (;;) {
         char *end;
         errno = 0;
-        long v = strtol(q, &end, 10);
-        if (end == q || errno || v < lo || v > hi || (*end && *end != ',') || (*end == ',' && !end[1])) {
+        long v = cli_starts_number(q) ? strtol(q, &end, 10) : 0;
+        if (!cli_starts_number(q) || errno || v < lo || v > hi || (*end && *end != ',') || (*end == ',' && !end[1])) {
             fprintf(stderr, "error: %s expects a comma-separated list of integers in [%ld, %ld], got '%s'\n", flag, lo,
                     hi, s ? s : "(nothing)");
             return false;
@@ -51,8 +56,8 @@ static inline bool cli_int_list(const char *flag, const char *s, long lo, long h
 static inline bool cli_u64(const char *flag, const char *s, unsigned long long *out) {
     char *end;
     errno = 0;
-    unsigned long long v = s ? strtoull(s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || *s == '-') {
+    unsigned long long v = cli_starts_number(s) && *s != '-' ? strtoull(s, &end, 10) : 0;
+    if (!cli_starts_number(s) || *s == '-' || *end || errno) {
         fprintf(stderr, "error: %s expects a non-negative integer, got '%s'\n", flag, s ? s : "(nothing)");
         return false;
     }

@@ -358,7 +358,10 @@ sd_status gguf_parse(gguf_file *f, const unsigned char *data, size_t size, sd_er
     const gguf_kv *al = gguf_find(f, "general.alignment");
     if (al) {
         if (al->type != GGUF_U32 || al->v.u == 0 || (al->v.u & (al->v.u - 1)) || al->v.u > 65536) {
-            err_set(err, SD_ERR_FORMAT, "general.alignment must be a power of two u32, got type %u", al->type);
+            if (al->type != GGUF_U32)
+                err_set(err, SD_ERR_FORMAT, "general.alignment must be a u32, got value type %u", al->type);
+            else
+                err_set(err, SD_ERR_FORMAT, "general.alignment %" PRIu64 " is not a power of two in [1, 65536]", al->v.u);
             goto fail;
         }
         f->alignment = (size_t)al->v.u;

@@ -25,7 +25,7 @@ help:
 	@echo "make check    the whole suite: tests, tests under ASan + UBSan, a short fuzz run (what CI runs)"
 	@echo "make test     build and run the tests (optimised build only)"
 	@echo "make asan     run the test suite under AddressSanitizer + UBSan (in build-asan/)"
-	@echo "make fuzz     build and briefly run the GGUF reader fuzzer (clang libFuzzer)"
+	@echo "make fuzz     build and briefly run the fuzzers: GGUF reader, model load + forward, JSONL (clang libFuzzer)"
 
 $(BUILD)/src/kernels/kern_avx2.o: src/kernels/kern_avx2.c
 	@mkdir -p $(dir $@)
@@ -62,12 +62,30 @@ asan:
 	SPECDEC_TEST_SCALE=0.1 $(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 	    LDFLAGS="-fsanitize=address,undefined" test
 
-fuzz:
-	$(MAKE) -C . BUILD=build-fuzz CC=clang OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined" build-fuzz/libspecdec.a
-	clang -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc tests/fuzz_gguf.c build-fuzz/libspecdec.a \
-	    -o build-fuzz/fuzz_gguf -lutf8proc -lm -pthread
-	mkdir -p build-fuzz/corpus && cp $(SHARED)/models/vocab/ggml-vocab-llama-spm.gguf $(SHARED)/models/stories260K.gguf build-fuzz/corpus/ 2>/dev/null || true
-	build-fuzz/fuzz_gguf -max_total_time=$${FUZZ_SECONDS:-60} -max_len=65536 -rss_limit_mb=2048 build-fuzz/corpus
+# Three libFuzzer targets, FUZZ_SECONDS (default 60) split between them: the GGUF reader (fuzz_gguf), a whole model
+# load + one forward pass (fuzz_model; seeds: stories260K and test-tiny models of every weight type written with
+# gen-model, so inputs stay under FUZZ_MODEL_MAX bytes) and the JSONL prompt reader (fuzz_jsonl; seeds: lines of
+# the shared prompt sets). UBSan findings abort (no recovery), so a misaligned load is a crash, not a log line.
+FUZZ_SAN       := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_MODEL_MAX ?= 1310720
+fuzz: $(CLI)
+	$(MAKE) -C . BUILD=build-fuzz CC=clang OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" build-fuzz/libspecdec.a
+	for t in gguf model; do \
+	    clang -O1 -g $(FUZZ_SAN) -Iinclude -Isrc tests/fuzz_$$t.c build-fuzz/libspecdec.a -o build-fuzz/fuzz_$$t \
+	        -lutf8proc -lm -pthread || exit 1; done
+	clang -O1 -g $(FUZZ_SAN) -Iinclude -Isrc -Itools tests/fuzz_jsonl.c tools/jsonl.c build-fuzz/libspecdec.a \
+	    -o build-fuzz/fuzz_jsonl -lutf8proc -lm -pthread
+	mkdir -p build-fuzz/corpus build-fuzz/corpus-model build-fuzz/corpus-jsonl
+	cp $(SHARED)/models/vocab/ggml-vocab-llama-spm.gguf $(SHARED)/models/stories260K.gguf build-fuzz/corpus/ 2>/dev/null || true
+	cp $(SHARED)/models/stories260K.gguf build-fuzz/corpus-model/
+	for ty in f32 f16 bf16 q8_0 q4_0; do [ -s build-fuzz/corpus-model/tiny-$$ty.gguf ] || \
+	    $(CLI) gen-model --shape test-tiny --type $$ty --vocab $(SHARED)/models/stories260K.gguf \
+	        -o build-fuzz/corpus-model/tiny-$$ty.gguf 2>/dev/null || exit 1; done
+	cat $(SHARED)/data/*.jsonl | awk 'NR <= 64 { print > ("build-fuzz/corpus-jsonl/line" NR ".jsonl") }'
+	T=$${FUZZ_SECONDS:-60}; \
+	build-fuzz/fuzz_gguf -max_total_time=$$((T / 3)) -max_len=65536 -rss_limit_mb=2048 build-fuzz/corpus && \
+	build-fuzz/fuzz_model -max_total_time=$$((T / 3)) -max_len=$(FUZZ_MODEL_MAX) -rss_limit_mb=2048 -timeout=20 build-fuzz/corpus-model && \
+	build-fuzz/fuzz_jsonl -max_total_time=$$((T - 2 * (T / 3))) -max_len=8192 -rss_limit_mb=2048 build-fuzz/corpus-jsonl
 
 clean:
 	rm -rf build build-asan build-fuzz

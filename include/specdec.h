@@ -153,6 +153,7 @@ int sd_detok_flush(sd_detok *st, char *out);
 /* ---------------------------------------------------------------- context: KV cache + work buffers + threads */
 typedef struct sd_ctx sd_ctx;
 
+enum { SD_MAX_CTX = 1 << 20, SD_MAX_BATCH = 4096 }; /* the largest n_ctx and n_batch a context takes */
 typedef struct sd_ctx_params {
     int n_ctx;     /* positions per sequence; 0 = the model's training context */
     int n_seq;     /* number of independent sequences (KV caches); default 1 */

@@ -17,7 +17,7 @@ step() { # step NAME command...
 }
 step "tests" make -s test
 step "tests under ASan + UBSan" make -s asan
-echo "#### fuzz the GGUF reader (${FUZZ_SECONDS:-60} s)"
+echo "#### fuzz the GGUF reader, a model load + forward pass and the JSONL reader (${FUZZ_SECONDS:-60} s in all)"
 if make -s fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-60} >"$log" 2>&1; then
     grep -E '^Done [0-9]+ runs' "$log"
     total_p=$((total_p + 1))

@@ -138,6 +138,89 @@ expect_err "--prompts a folder" "is a folder" batch -m "$M260" --prompts "$tdir"
 expect_err "--corpus a folder" "is a folder" train exit-heads -m "$M260" --corpus "$tdir" --out "$tdir/h.gguf"
 rm -rf "$tdir"
 
+# list flags: one strict parser (no truncation to int, no silent cut at the maximum count, no empty elements)
+tdir=$(mktemp -d)
+expect_err "--depths 2^32+1" "\-\-depths expects" train exit-heads -m "$M260" --corpus "$SHARED/data/stories_corpus.txt" --out "$tdir/h.gguf" --tokens 16 --heldout 4 --epochs 1 --depths 4294967297
+[ ! -e "$tdir/h.gguf" ] && ok || bad "--depths 2^32+1 still trained"
+expect_err "--ks with 33 entries" "at most 32" bench block -m "$M260" --ks 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1 --ctx 8 --reps 1
+expect_err "--ks trailing comma" "\-\-ks expects" bench block -m "$M260" --ks 1,2, --ctx 8 --reps 1
+expect_err "--ks empty element" "\-\-ks expects" bench block -m "$M260" --ks 1,,2 --ctx 8 --reps 1
+expect_err "--seed ' -1' (a negative seed behind a space)" "\-\-seed expects a non-negative integer" generate -m "$M260" -p hi -n 1 --seed " -1"
+expect_err "-t ' 2'" "\-\-threads expects an integer" generate -m "$M260" -p hi -n 1 --threads " 2"
+expect_err "--parallel 2^32+1" "\-\-parallel expects" bench batch -m "$M260" --parallel 4294967297
+rm -rf "$tdir"
+
+# a bandwidth buffer that cannot be allocated is an error, never a reading of 0 (that would feed a roofline); under a
+# 3 GB address-space limit (skipped where the binary cannot start under it: sanitizer builds reserve far more)
+probe=$( (ulimit -v 3000000; $CLI --help >/dev/null 2>&1; echo $?) 2>/dev/null)
+if [ "$probe" = 0 ]; then
+    for b in "bandwidth" "decode -m $M260 -n 2" "peak -m $M260 --ks 1"; do
+        (ulimit -v 3000000; $CLI bench $b --bw-mib 8192 --reps 1 -t 1) >"$out" 2>"$err"
+        rc=$?
+        if [ $rc -ne 0 ] && grep -q "cannot allocate the 8192 MiB" "$err" && ! grep -q "0\.00" "$out"; then ok; else bad "bench $b with an unallocatable buffer (rc $rc): $(cat "$out" "$err")"; fi
+    done
+else ok; fi
+
+# context sizes beyond what a context takes: user-level messages (the flag or the file and -c), not internal parameters
+expect_err "bench block --ctx 5000" "\-\-ctx expects an integer in \[1, 4096\]" bench block -m "$M260" --ctx 5000 --reps 1
+! grep -q "n_seq\|n_kv_cells" "$err" && ok || bad "bench block --ctx 5000 lists internal parameters: $(cat "$err")"
+
+# the JSONL reader is strict (RFC 8259) about what it accepts: each bad line is an error naming the line
+tdir=$(mktemp -d)
+jl_bad() { # jl_bad "what" 'line' "pattern"
+    printf '{"question_id": 1, "turns": ["ok"]}\n%s\n' "$2" >"$tdir/q.jsonl"
+    expect_err "JSONL $1" "q.jsonl:2: $3" batch -m "$M260" --prompts "$tdir/q.jsonl" -n 1
+}
+jl_bad "trailing comma in an array" '{"question_id": 2, "turns": ["a",]}' "\"turns\" must be an array of strings"
+jl_bad "trailing comma in the object" '{"question_id": 2, "turns": ["a"],}' "a string was expected"
+jl_bad "missing comma in an array" '{"question_id": 2, "turns": ["a" "b"]}' "',' or '\]' expected"
+jl_bad "missing comma in the object" '{"question_id": 2 "turns": ["a"]}' "',' or '}' expected"
+jl_bad "garbage after the object" '{"question_id": 2, "turns": ["a"]} x' "text after the object"
+jl_bad "a second object" '{"question_id": 2, "turns": ["a"]}{"question_id": 3, "turns": ["b"]}' "text after the object"
+jl_bad "a bad literal" '{"question_id": 2, "x": tru, "turns": ["a"]}' "a value was expected"
+jl_bad "a leading zero" '{"question_id": 02, "turns": ["a"]}' "',' or '}' expected"
+jl_bad "a bare exponent" '{"question_id": 2, "x": 1e, "turns": ["a"]}' "digits expected in an exponent"
+jl_bad "a raw tab in a string" "$(printf '{"question_id": 2, "turns": ["a\tb"]}')" "a control character"
+jl_bad "a lone surrogate" '{"question_id": 2, "turns": ["\ud800"]}' "invalid escape"
+jl_bad "a NUL escape" '{"question_id": 2, "turns": ["a\u0000b"]}' ".u0000 inside a string"
+jl_bad "an object as question_id" '{"question_id": {"a": 1}, "turns": ["a"]}' "\"question_id\" must be a string or a number"
+jl_bad "a long category" "{\"category\": \"$(printf '%070d' 0)\", \"turns\": [\"a\"]}" "\"category\" is longer than 63 bytes"
+printf '{"question_id": 1, "category": "caf\303\251", "x": [true, false, null, -0.5e+3, {"y": []}], "turns": ["a\\u00e9\\ud83d\\ude00"]}\r\n' >"$tdir/q.jsonl"
+$CLI batch -m "$M260" --prompts "$tdir/q.jsonl" -n 1 -t 1 >"$out" 2>"$err" && ok || bad "JSONL with every value kind: $(cat "$err")"
+rm -rf "$tdir"
+
+# output files: a path that cannot be written is an error before the run; a failed write (a full disk: /dev/full) is an
+# error for files and for standard output; JSON strings and SVG text are escaped
+tdir=$(mktemp -d)
+printf '{"question_id": 1, "category": "a\\"b<c>&", "turns": ["Once upon a time"]}\n' >"$tdir/q.jsonl"
+expect_err "bench --json in a missing folder" "cannot write /no/dir/x.json" bench bandwidth --bw-mib 16 --reps 1 -t 1 --json /no/dir/x.json
+for flag in --json --md --plot; do
+    t0=$(date +%s)
+    expect_err "bench spec $flag onto a folder" "cannot write $tdir ($flag): it is a folder" bench spec -m "$M260" --prompts "$PROMPTS" -n 64 -t 1 $flag "$tdir"
+    [ ! -s "$out" ] && ok || bad "bench spec $flag onto a folder ran the benchmark first"
+done
+expect_err "bench --json onto /dev/full" "writing /dev/full failed" bench bandwidth --bw-mib 16 --reps 1 -t 1 --json /dev/full
+expect_err "bench spec --md onto /dev/full" "writing /dev/full failed" bench spec -m "$M260" --prompts "$tdir/q.jsonl" -n 4 -t 1 --md /dev/full
+expect_err "batch --out /dev/full" "writing /dev/full failed" batch -m "$M260" --prompts "$SHARED/data/stories_dev.jsonl" --limit 2 -n 4 -t 1 --out /dev/full
+std_full() { # std_full "what" args...: standard output onto /dev/full must fail with a message
+    what=$1; shift
+    $CLI "$@" >/dev/full 2>"$err"
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q "writing to standard output failed" "$err"; then ok; else bad "$what > /dev/full (rc $rc): $(tail -3 "$err")"; fi
+}
+std_full "generate" generate -m "$M260" -p "Once upon a time" -n 16 -t 1
+std_full "bench bandwidth" bench bandwidth --bw-mib 16 --reps 1 -t 1
+std_full "bench spec" bench spec -m "$M260" --prompts "$tdir/q.jsonl" -n 4 -t 1
+std_full "bench batch" bench batch -m "$M260" --methods ngram --parallel 1 -n 4 -t 1
+std_full "batch" batch -m "$M260" --prompts "$SHARED/data/stories_dev.jsonl" --limit 2 -n 4 -t 1
+std_full "train" train exit-heads -m "$M260" --corpus "$SHARED/data/stories_corpus.txt" --out "$tdir/h.gguf" --tokens 100 --heldout 20 --epochs 1 -t 1
+std_full "--help" --help
+$CLI bench spec -m "$M260" --prompts "$tdir/q.jsonl" -n 8 -t 1 --methods 'ngram:label=x<y"z&' --json "$tdir/r.json" --plot "$tdir/r.svg" >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q '"category": "a\\"b<c>&", "method": "x<y\\"z&"' "$tdir/r.json" &&
+   grep -q '>a&quot;b&lt;c&gt;&amp;</text>' "$tdir/r.svg" && grep -q '>x&lt;y&quot;z&amp;</text>' "$tdir/r.svg" &&
+   ! grep -q '<c>' "$tdir/r.svg"; then ok; else bad "bench spec JSON/SVG escaping: $(cat "$err" "$tdir/r.json")"; fi
+rm -rf "$tdir"
+
 # plain decoding with small blocks (no speculative limits apply)
 $CLI generate -m "$M260" -p "Once upon a time" -n 20 --temp 0 -b 1 -t 1 >"$out" 2>"$err"
 if [ $? -eq 0 ] && grep -q "Once upon a time, there was a little girl" "$out"; then ok; else bad "plain decoding with -b 1: $(cat "$err")"; fi

@@ -11,11 +11,16 @@
 
 #include "specdec.h"
 
+/* Whether s starts a plain decimal number: a digit, or '-' and a digit (strtol alone also takes spaces and '+'). */
+static inline bool cli_starts_number(const char *s) {
+    return s && ((*s >= '0' && *s <= '9') || (*s == '-' && s[1] >= '0' && s[1] <= '9'));
+}
+
 static inline bool cli_int(const char *flag, const char *s, long lo, long hi, int *out) {
     char *end;
     errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || v < lo || v > hi) {
+    long v = cli_starts_number(s) ? strtol(s, &end, 10) : 0;
+    if (!cli_starts_number(s) || *end || errno || v < lo || v > hi) {
         fprintf(stderr, "error: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s ? s : "(nothing)");
         return false;
     }
@@ -23,11 +28,36 @@ static inline bool cli_int(const char *flag, const char *s, long lo, long hi, in
     return true;
 }
 
+/* A comma-separated list of integers in [lo, hi] (at most `max` of them) into out[], the count into *n. Every
+ * element is a whole number (no empty elements, no trailing comma, no overflow); a longer list is an error, not cut.
+ * The one parser for every list flag (--ks, --depths, --parallel). */
+static inline bool cli_int_list(const char *flag, const char *s, long lo, long hi, int max, int *out, int *n) {
+    *n = 0;
+    const char *q = s ? s : "";
+    for (;;) {
+        char *end;
+        errno = 0;
+        long v = cli_starts_number(q) ? strtol(q, &end, 10) : 0;
+        if (!cli_starts_number(q) || errno || v < lo || v > hi || (*end && *end != ',') || (*end == ',' && !end[1])) {
+            fprintf(stderr, "error: %s expects a comma-separated list of integers in [%ld, %ld], got '%s'\n", flag, lo,
+                    hi, s ? s : "(nothing)");
+            return false;
+        }
+        if (*n == max) {
+            fprintf(stderr, "error: %s takes at most %d values, got more in '%s'\n", flag, max, s);
+            return false;
+        }
+        out[(*n)++] = (int)v;
+        if (!*end) return true;
+        q = end + 1;
+    }
+}
+
 static inline bool cli_u64(const char *flag, const char *s, unsigned long long *out) {
     char *end;
     errno = 0;
-    unsigned long long v = s ? strtoull(s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || *s == '-') {
+    unsigned long long v = cli_starts_number(s) && *s != '-' ? strtoull(s, &end, 10) : 0;
+    if (!cli_starts_number(s) || *s == '-' || *end || errno) {
         fprintf(stderr, "error: %s expects a non-negative integer, got '%s'\n", flag, s ? s : "(nothing)");
         return false;
     }

@@ -9,6 +9,7 @@
 #include "cli_args.h"
 #include "cmds.h"
 #include "jsonl.h"
+#include "out_file.h"
 #include "run_opts.h"
 #include "specdec.h"
 
@@ -28,20 +29,6 @@ static void usage(FILE *f) {
             "      --out FILE          write the JSON lines there (default stdout)\n");
     run_opts_help(f);
     fprintf(f, "  -h, --help              this text\n");
-}
-
-/* JSON string (UTF-8 passes through; quotes, backslashes and control characters escaped). */
-static void put_json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p == '\t') fputs("\\t", f);
-        else if (*p == '\r') fputs("\\r", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
 }
 
 typedef struct result {
@@ -116,10 +103,7 @@ int cmd_batch(int argc, char **argv) {
         goto done;
     }
     if (!run_env_open(&o, P, &env)) goto done;
-    if (out_path && !(out = fopen(out_path, "w"))) {
-        fprintf(stderr, "error: cannot write '%s'\n", out_path);
-        goto done;
-    }
+    if (out_path && !(out = out_open(out_path, "--out"))) goto done;
     sd_error err = {0};
     sd_sched_params scp = sd_sched_default_params();
     scp.token_budget = budget;
@@ -226,21 +210,18 @@ int cmd_batch(int argc, char **argv) {
         const char *id = qs[i].id;
         bool numeric = id[0] != 0 && strspn(id, "0123456789") == strlen(id);
         if (numeric) fputs(id, f);
-        else put_json_string(f, id);
+        else out_json_str(f, id);
         if (res[i].error) {
             fputs(", \"error\": ", f);
-            put_json_string(f, res[i].error);
+            out_json_str(f, res[i].error);
         } else {
             fputs(", \"output\": ", f);
-            put_json_string(f, res[i].text ? res[i].text : "");
+            out_json_str(f, res[i].text ? res[i].text : "");
         }
         fputs("}\n", f);
     }
     rc = failed ? 1 : 0;
-    if (out && fclose(out) != 0) {
-        fprintf(stderr, "error: writing '%s' failed\n", out_path);
-        rc = 1;
-    }
+    if (out && !out_close(out, out_path)) rc = 1;
     out = NULL;
 done:
     if (out) fclose(out);

@@ -11,6 +11,7 @@
 
 #include "cli_args.h"
 #include "cmds.h"
+#include "out_file.h"
 #include "specdec.h"
 
 double cmd_now(void) {
@@ -36,7 +37,8 @@ static void usage(FILE *f) {
             "  -m, --model FILE   model (decode, block; optional for peak)\n"
             "  -t, --threads N    threads (default: online CPUs)\n"
             "  -n N               decode: tokens to time (default 64)\n"
-            "  --ctx N            block: context length before the block (default 256)\n"
+            "  --ctx N            block: context length before the block, 1..4096 (its prefill is timed as one\n"
+            "                     block; default 256)\n"
             "  --ks LIST          block, peak: block sizes (default 1,2,4,8,12,16)\n"
             "  --reps N           repetitions; the median is reported (default 5); block runs every k once per\n"
             "                     round and reports the median of the rounds' T(k)/T(1)\n"
@@ -68,24 +70,37 @@ static void *bw_read(void *a) {
 static double median(double *v, int n);
 
 /* Median-of-reps read bandwidth in bytes/s over a buffer of mib MiB split across threads (*best gets the
- * best rep: on a shared machine single reps can be far off, the median is what the roofline uses). */
+ * best rep: on a shared machine single reps can be far off, the median is what the roofline uses). Returns -1 after
+ * a message when the buffer cannot be allocated or a thread cannot start: never a made-up 0 that would feed a result. */
 static double measure_bandwidth(int threads, int mib, int reps, double *best_out) {
     size_t bytes = (size_t)mib << 20, n = bytes / 8;
     uint64_t *buf = malloc(bytes);
-    if (!buf) return 0;
-    for (size_t i = 0; i < n; i++) buf[i] = i;
     double best = 0, *all = malloc((size_t)reps * sizeof *all);
+    if (!buf || !all) {
+        fprintf(stderr, "error: cannot allocate the %d MiB bandwidth buffer (try a smaller --bw-mib)\n", mib);
+        free(buf);
+        free(all);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) buf[i] = i;
     pthread_t tid[512];
     bw_arg args[512];
-    for (int r = 0; r < reps && all; r++) {
+    bool failed = false;
+    for (int r = 0; r < reps && !failed; r++) {
         double t0 = cmd_now();
         for (int t = 0; t < threads; t++) {
             size_t a = n * (size_t)t / (size_t)threads, b = n * (size_t)(t + 1) / (size_t)threads;
             args[t] = (bw_arg){buf + a, b - a, 0};
-            if (t > 0) pthread_create(&tid[t], NULL, bw_read, &args[t]);
         }
+        int started = 1;
+        while (started < threads && pthread_create(&tid[started], NULL, bw_read, &args[started]) == 0) started++;
         bw_read(&args[0]);
-        for (int t = 1; t < threads; t++) pthread_join(tid[t], NULL);
+        for (int t = 1; t < started; t++) pthread_join(tid[t], NULL);
+        if (started < threads) {
+            fprintf(stderr, "error: could not start %d threads for the bandwidth measurement\n", threads);
+            failed = true;
+            break;
+        }
         double dt = cmd_now() - t0;
         uint64_t s = 0;
         for (int t = 0; t < threads; t++) s += args[t].sum;
@@ -93,7 +108,7 @@ static double measure_bandwidth(int threads, int mib, int reps, double *best_out
         all[r] = (double)bytes / dt;
         if (all[r] > best) best = all[r];
     }
-    double med = all ? median(all, reps) : 0;
+    double med = failed ? -1 : median(all, reps);
     free(all);
     free(buf);
     if (best_out) *best_out = best;
@@ -153,12 +168,17 @@ static int bench_decode(const bench_opts *o) {
     sd_model_info info;
     sd_model_get_info(m, &info);
     float *logits = malloc((size_t)info.n_vocab * sizeof *logits);
+    double *tps = malloc((size_t)o->reps * sizeof *tps);
+    int rc = 1;
+    if (!logits || !tps) {
+        fprintf(stderr, "error: out of memory\n");
+        goto done;
+    }
     int32_t prompt[16];
     for (int i = 0; i < P; i++) prompt[i] = tok_at(i, info.n_vocab);
     sd_error err;
     double best_tps = 0;
     fprintf(stderr, "decode: %d tokens x %d runs (%d threads) ...\n", o->n, o->reps, sd_ctx_n_threads(c));
-    double *tps = malloc((size_t)o->reps * sizeof *tps);
     for (int r = -1; r < o->reps; r++) { /* run -1 warms up (pages the weights in) */
         sd_kv_truncate(c, 0, 0, NULL);
         sd_forward(c, &(sd_block){.n = P, .token = prompt}, &(sd_forward_args){.logits = logits}, &err);
@@ -168,7 +188,7 @@ static int bench_decode(const bench_opts *o) {
         for (int i = 0; i < steps; i++) {
             if (sd_forward(c, &(sd_block){.n = 1, .token = &t}, &(sd_forward_args){.logits = logits}, &err) != SD_OK) {
                 fprintf(stderr, "error: %s\n", err.msg);
-                return 1;
+                goto done;
             }
             int best = 0;
             for (int v = 1; v < info.n_vocab; v++)
@@ -181,6 +201,7 @@ static int bench_decode(const bench_opts *o) {
     double med = median(tps, o->reps);
     best_tps = tps[o->reps - 1];
     double bw = model_bandwidth(sd_ctx_n_threads(c), info.decode_bytes, o->bw_mib);
+    if (bw <= 0) goto done; /* (message printed) */
     double roof = bw / (double)info.decode_bytes;
     printf("| model | type | threads | tok/s (median) | tok/s (best) | ms/token | MiB/token | read GB/s (median) | roofline tok/s | ratio |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -188,39 +209,31 @@ static int bench_decode(const bench_opts *o) {
            sd_ctx_n_threads(c), med, best_tps, 1000.0 / med, (double)info.decode_bytes / (1 << 20), bw / 1e9, roof,
            100.0 * med / roof);
     if (o->json) {
-        FILE *f = fopen(o->json, "w");
-        if (f) {
-            fprintf(f,
-                    "{\"bench\": \"decode\", \"model\": \"%s\", \"type\": \"%s\", \"threads\": %d, \"tokens\": %d, "
-                    "\"tok_s_median\": %.4f, \"tok_s_best\": %.4f, \"bytes_per_token\": %zu, \"read_bw_bytes_s\": %.0f, "
-                    "\"roofline_tok_s\": %.4f, \"ratio\": %.4f}\n",
-                    o->model, info.weight_type, sd_ctx_n_threads(c), o->n, med, best_tps, info.decode_bytes, bw, roof,
-                    med / roof);
-            fclose(f);
-        }
+        FILE *f = out_open(o->json, "--json");
+        if (!f) goto done;
+        fputs("{\"bench\": \"decode\", \"model\": ", f);
+        out_json_str(f, o->model);
+        fputs(", \"type\": ", f);
+        out_json_str(f, info.weight_type);
+        fprintf(f,
+                ", \"threads\": %d, \"tokens\": %d, \"tok_s_median\": %.4f, \"tok_s_best\": %.4f, \"bytes_per_token\": %zu, "
+                "\"read_bw_bytes_s\": %.0f, \"roofline_tok_s\": %.4f, \"ratio\": %.4f}\n",
+                sd_ctx_n_threads(c), o->n, med, best_tps, info.decode_bytes, bw, roof, med / roof);
+        if (!out_close(f, o->json)) goto done;
     }
+    rc = 0;
+done:
     free(tps);
     free(logits);
     sd_ctx_free(c);
     sd_model_free(m);
-    return 0;
+    return rc;
 }
 
 /* --ks: up to 32 comma-separated block sizes 1..4096 into ks; their count, or -1 (message printed) */
 static int parse_ks(const char *list, int *ks) {
-    int nk = 0;
-    for (const char *s = list; *s && nk < 32;) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 1 || v > 4096) {
-            fprintf(stderr, "error: --ks expects a comma-separated list of block sizes, got '%s'\n", list);
-            return -1;
-        }
-        ks[nk++] = (int)v;
-        s = *end == ',' ? end + 1 : end;
-    }
-    if (nk == 0) fprintf(stderr, "error: --ks is empty\n");
-    return nk ? nk : -1;
+    int nk;
+    return cli_int_list("--ks", list, 1, 4096, 32, ks, &nk) ? nk : -1;
 }
 
 static int bench_block(const bench_opts *o) {
@@ -237,6 +250,12 @@ static int bench_block(const bench_opts *o) {
     int32_t *toks = malloc((size_t)nb * sizeof *toks);
     float *logits = malloc((size_t)kmax * info.n_vocab * sizeof *logits);
     uint8_t *want = malloc((size_t)nb);
+    double *tt = malloc((size_t)nk * o->reps * sizeof *tt), *rr = malloc((size_t)o->reps * sizeof *rr);
+    int rc = 1;
+    if (!toks || !logits || !want || !tt || !rr) {
+        fprintf(stderr, "error: out of memory\n");
+        goto done;
+    }
     memset(want, 1, (size_t)nb);
     for (int i = 0; i < nb; i++) toks[i] = tok_at(i, info.n_vocab);
     sd_error err;
@@ -248,7 +267,7 @@ static int bench_block(const bench_opts *o) {
         double t0 = cmd_now();
         if (sd_forward(c, &(sd_block){.n = o->ctx, .token = toks}, &(sd_forward_args){.logits = logits}, &err)) {
             fprintf(stderr, "error: %s\n", err.msg);
-            return 1;
+            goto done;
         }
         if (r >= 0) pre[r] = o->ctx / (cmd_now() - t0);
     }
@@ -260,12 +279,15 @@ static int bench_block(const bench_opts *o) {
     int one = -1;
     for (int i = 0; i < nk; i++)
         if (ks[i] == 1) one = i;
-    double T[32], R[32], *tt = malloc((size_t)nk * o->reps * sizeof *tt), *rr = malloc((size_t)o->reps * sizeof *rr);
+    double T[32], R[32];
     for (int r = 0; r < o->reps; r++)
         for (int ki = 0; ki < nk; ki++) {
             double t0 = cmd_now();
-            sd_forward(c, &(sd_block){.n = ks[ki], .token = toks}, &(sd_forward_args){.want_logits = want, .logits = logits},
-                       &err);
+            if (sd_forward(c, &(sd_block){.n = ks[ki], .token = toks},
+                           &(sd_forward_args){.want_logits = want, .logits = logits}, &err) != SD_OK) {
+                fprintf(stderr, "error: %s\n", err.msg);
+                goto done;
+            }
             tt[ki * o->reps + r] = cmd_now() - t0;
             sd_kv_truncate(c, 0, o->ctx, NULL);
         }
@@ -285,17 +307,21 @@ static int bench_block(const bench_opts *o) {
     }
     printf("\nprefill: %d tokens in one block: %.1f tokens/s\n", o->ctx, pre_tps);
     if (o->json) {
-        FILE *f = fopen(o->json, "w");
-        if (f) {
-            fprintf(f, "{\"bench\": \"block\", \"model\": \"%s\", \"type\": \"%s\", \"threads\": %d, \"context\": %d, "
-                       "\"prefill_tok_s\": %.3f, \"blocks\": [",
-                    o->model, info.weight_type, sd_ctx_n_threads(c), o->ctx, pre_tps);
-            for (int i = 0; i < nk; i++)
-                fprintf(f, "%s{\"k\": %d, \"ms\": %.4f, \"ratio\": %.4f}", i ? ", " : "", ks[i], 1000 * T[i], R[i]);
-            fprintf(f, "]}\n");
-            fclose(f);
-        }
+        FILE *f = out_open(o->json, "--json");
+        if (!f) goto done;
+        fputs("{\"bench\": \"block\", \"model\": ", f);
+        out_json_str(f, o->model);
+        fputs(", \"type\": ", f);
+        out_json_str(f, info.weight_type);
+        fprintf(f, ", \"threads\": %d, \"context\": %d, \"prefill_tok_s\": %.3f, \"blocks\": [", sd_ctx_n_threads(c),
+                o->ctx, pre_tps);
+        for (int i = 0; i < nk; i++)
+            fprintf(f, "%s{\"k\": %d, \"ms\": %.4f, \"ratio\": %.4f}", i ? ", " : "", ks[i], 1000 * T[i], R[i]);
+        fprintf(f, "]}\n");
+        if (!out_close(f, o->json)) goto done;
     }
+    rc = 0;
+done:
     free(tt);
     free(rr);
     free(toks);
@@ -303,7 +329,7 @@ static int bench_block(const bench_opts *o) {
     free(want);
     sd_ctx_free(c);
     sd_model_free(m);
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------------ peak */
@@ -346,8 +372,11 @@ static int bench_peak(const bench_opts *o) {
     int ti = -1;
     for (int i = 0; m && i < 5; i++)
         if (!strcmp(info.weight_type, PEAK_TYPES[i])) ti = i;
-    FILE *jf = o->json ? fopen(o->json, "w") : NULL;
-    if (o->json && !jf) fprintf(stderr, "warning: cannot write %s\n", o->json);
+    FILE *jf = NULL;
+    if (o->json && !(jf = out_open(o->json, "--json"))) {
+        sd_model_free(m);
+        return 1;
+    }
     if (jf) {
         fprintf(jf, "{\"bench\": \"peak\", \"threads\": %d, \"peaks\": [", o->threads);
         for (int i = 0; i < 5; i++)
@@ -357,6 +386,11 @@ static int bench_peak(const bench_opts *o) {
     }
     if (m && ti >= 0 && pkn[ti] > 0) {
         double bw = model_bandwidth(o->threads, info.decode_bytes, o->bw_mib);
+        if (bw <= 0) { /* (message printed) */
+            if (jf) fclose(jf);
+            sd_model_free(m);
+            return 1;
+        }
         double t_mem = (double)info.decode_bytes / bw;
         printf("\nLower bounds for %s (%s, %d threads): %.3f GMAC and %.1f MiB of weights per position, read %.1f "
                "GB/s, peak %.1f GMAC/s (attention, norms and the rest not counted)\n\n",
@@ -365,10 +399,14 @@ static int bench_peak(const bench_opts *o) {
         printf("| k | bytes / bandwidth ms | k x MACs / peak ms | bound T(k) ms | bound T(k) / bound T(1) |\n");
         printf("|---|---|---|---|---|\n");
         double t1 = t_mem > info.matmul_macs / pkn[ti] ? t_mem : info.matmul_macs / pkn[ti]; /* bound T(1) */
-        if (jf)
-            fprintf(jf, ", \"model\": \"%s\", \"type\": \"%s\", \"macs_per_token\": %" PRIu64
-                        ", \"bytes_per_token\": %zu, \"read_bw_bytes_s\": %.0f, \"bounds\": [",
-                    o->model, info.weight_type, info.matmul_macs, info.decode_bytes, bw);
+        if (jf) {
+            fputs(", \"model\": ", jf);
+            out_json_str(jf, o->model);
+            fputs(", \"type\": ", jf);
+            out_json_str(jf, info.weight_type);
+            fprintf(jf, ", \"macs_per_token\": %" PRIu64 ", \"bytes_per_token\": %zu, \"read_bw_bytes_s\": %.0f, \"bounds\": [",
+                    info.matmul_macs, info.decode_bytes, bw);
+        }
         for (int i = 0; i < nk; i++) {
             double t_cmp = ks[i] * (double)info.matmul_macs / pkn[ti];
             double tb = t_mem > t_cmp ? t_mem : t_cmp;
@@ -379,12 +417,13 @@ static int bench_peak(const bench_opts *o) {
     } else if (m) {
         printf("\n(no bound: the model's type %s has no measured step with these kernels)\n", info.weight_type);
     }
+    int rc = 0;
     if (jf) {
         fprintf(jf, "}\n");
-        fclose(jf);
+        if (!out_close(jf, o->json)) rc = 1;
     }
     sd_model_free(m);
-    return 0;
+    return rc;
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -410,7 +449,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--ks")) o.ks = v;
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!cli_int(a, v, 1, 512, &o.threads)) return 2; }
         else if (!strcmp(a, "-n")) { if (!cli_int(a, v, 1, 100000, &o.n)) return 2; }
-        else if (!strcmp(a, "--ctx")) { if (!cli_int(a, v, 1, 1 << 20, &o.ctx)) return 2; }
+        else if (!strcmp(a, "--ctx")) { if (!cli_int(a, v, 1, SD_MAX_BATCH, &o.ctx)) return 2; /* the prefill is one block */ }
         else if (!strcmp(a, "--reps")) { if (!cli_int(a, v, 1, 1000, &o.reps)) return 2; }
         else if (!strcmp(a, "--bw-mib")) { if (!cli_int(a, v, 16, 1 << 16, &o.bw_mib)) return 2; }
         else {
@@ -418,17 +457,18 @@ int cmd_bench(int argc, char **argv) {
             return 2;
         }
     }
+    if (!out_check(o.json, "--json")) return 1; /* before the run, not after it */
     if (!strcmp(what, "bandwidth")) {
         double best;
         double bw = measure_bandwidth(o.threads, o.bw_mib, o.reps, &best);
+        if (bw <= 0) return 1; /* (message printed) */
         printf("| threads | buffer MiB | read GB/s (median of %d) | best |\n|---|---|---|---|\n| %d | %d | %.2f | %.2f |\n",
                o.reps, o.threads, o.bw_mib, bw / 1e9, best / 1e9);
         if (o.json) {
-            FILE *f = fopen(o.json, "w");
-            if (f) {
-                fprintf(f, "{\"bench\": \"bandwidth\", \"threads\": %d, \"read_bw_bytes_s\": %.0f}\n", o.threads, bw);
-                fclose(f);
-            }
+            FILE *f = out_open(o.json, "--json");
+            if (!f) return 1;
+            fprintf(f, "{\"bench\": \"bandwidth\", \"threads\": %d, \"read_bw_bytes_s\": %.0f}\n", o.threads, bw);
+            if (!out_close(f, o.json)) return 1;
         }
         return 0;
     }

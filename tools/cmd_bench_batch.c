@@ -133,17 +133,8 @@ int cmd_bench_batch(int argc, char **argv) {
     }
     /* parse everything before loading anything */
     int Ps[MAX_P], n_p = 0, max_p = 0;
-    for (const char *q = par; *q;) {
-        char *end;
-        long x = strtol(q, &end, 10);
-        if (end == q || x < 1 || x > 256 || n_p == MAX_P || (*end && *end != ',')) {
-            fprintf(stderr, "error: --parallel expects a list like 1,2,4,8 (each 1..256), got '%s'\n", par);
-            return 2;
-        }
-        Ps[n_p++] = (int)x;
-        if (x > max_p) max_p = (int)x;
-        q = *end ? end + 1 : end;
-    }
+    if (!cli_int_list("--parallel", par, 1, 256, MAX_P, Ps, &n_p)) return 2;
+    for (int pi = 0; pi < n_p; pi++) max_p = Ps[pi] > max_p ? Ps[pi] : max_p;
     sd_spec_params ms[MAX_M];
     char labels[MAX_M][96];
     int n_m = 0;

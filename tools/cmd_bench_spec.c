@@ -11,6 +11,7 @@
 #include "cli_args.h"
 #include "cmds.h"
 #include "jsonl.h"
+#include "out_file.h"
 #include "specdec.h"
 
 enum { MAX_METHODS = 64, MAX_CATS = 32 };
@@ -106,13 +107,11 @@ static void add(acc *a, int tokens, double secs, int rounds, int drafted, int ac
     a->turns += 1;
 }
 
-static void write_svg(const char *path, const char cats[][64], int n_cats, const method *ms, int n_m,
+/* The speedup chart; false after a message when the file cannot be written. */
+static bool write_svg(const char *path, const char cats[][64], int n_cats, const method *ms, int n_m,
                       double sp[][MAX_METHODS]) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "warning: cannot write %s\n", path);
-        return;
-    }
+    FILE *f = out_open(path, "--plot");
+    if (!f) return false;
     const char *colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7"};
     int groups = n_cats + 1, bars = n_m - 1;
     double W = 120 + groups * (bars * 22 + 30), H = 360, top = 40, bottom = 300, left = 70;
@@ -134,17 +133,25 @@ static void write_svg(const char *path, const char cats[][64], int n_cats, const
         double gx = left + 15 + c * (bars * 22 + 30);
         for (int m = 1; m < n_m; m++) {
             double h = (bottom - top) * sp[c][m] / ymax, x = gx + (m - 1) * 22;
-            fprintf(f, "<rect x='%.1f' y='%.1f' width='18' height='%.1f' fill='%s'><title>%s %s: %.2fx</title></rect>\n", x,
-                    bottom - h, h, colors[(m - 1) % 8], c < n_cats ? cats[c] : "overall", ms[m].label, sp[c][m]);
+            fprintf(f, "<rect x='%.1f' y='%.1f' width='18' height='%.1f' fill='%s'><title>", x, bottom - h, h,
+                    colors[(m - 1) % 8]);
+            out_xml_text(f, c < n_cats ? cats[c] : "overall");
+            fputc(' ', f);
+            out_xml_text(f, ms[m].label);
+            fprintf(f, ": %.2fx</title></rect>\n", sp[c][m]);
         }
-        fprintf(f, "<text x='%.1f' y='%.0f' text-anchor='middle'>%s</text>\n", gx + bars * 11, bottom + 16,
-                c < n_cats ? cats[c] : "overall");
+        fprintf(f, "<text x='%.1f' y='%.0f' text-anchor='middle'>", gx + bars * 11, bottom + 16);
+        out_xml_text(f, c < n_cats ? cats[c] : "overall");
+        fputs("</text>\n", f);
     }
-    for (int m = 1; m < n_m; m++)
-        fprintf(f, "<rect x='%.0f' y='%.0f' width='12' height='12' fill='%s'/><text x='%.0f' y='%.0f'>%s</text>\n", W + 10,
-                top + (m - 1) * 18, colors[(m - 1) % 8], W + 28, top + (m - 1) * 18 + 10, ms[m].label);
+    for (int m = 1; m < n_m; m++) {
+        fprintf(f, "<rect x='%.0f' y='%.0f' width='12' height='12' fill='%s'/><text x='%.0f' y='%.0f'>", W + 10,
+                top + (m - 1) * 18, colors[(m - 1) % 8], W + 28, top + (m - 1) * 18 + 10);
+        out_xml_text(f, ms[m].label);
+        fputs("</text>\n", f);
+    }
     fprintf(f, "</svg>\n");
-    fclose(f);
+    return out_close(f, path);
 }
 
 int cmd_bench_spec(int argc, char **argv) {
@@ -183,7 +190,7 @@ int cmd_bench_spec(int argc, char **argv) {
             if (!cli_u64(a, v, &s)) return 2;
             spp.seed = s;
         } else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 1, 512, &cp.n_threads)) return 2; }
-        else if (!strcmp(a, "-c")) { if (!cli_int(a, v, 16, 1 << 20, &cp.n_ctx)) return 2; }
+        else if (!strcmp(a, "-c")) { if (!cli_int(a, v, 16, SD_MAX_CTX, &cp.n_ctx)) return 2; }
         else {
             fprintf(stderr, "error: unknown option '%s' (see specdec bench spec --help)\n", a);
             return 2;
@@ -193,6 +200,8 @@ int cmd_bench_spec(int argc, char **argv) {
         fprintf(stderr, "error: bench spec needs -m MODEL and --prompts FILE (see --help)\n");
         return 2;
     }
+    /* output paths checked before the run, not skipped after it */
+    if (!out_check(json, "--json") || !out_check(md, "--md") || !out_check(plot, "--plot")) return 1;
     method ms[MAX_METHODS];
     int n_m = 1;
     parse_method("plain", &ms[0]);
@@ -256,7 +265,7 @@ int cmd_bench_spec(int argc, char **argv) {
     sd_ctx *ctx = NULL, *dctx = NULL;
     sd_sampler *smp = NULL;
     int32_t *ctx_toks = NULL, *out = NULL, *answers = NULL; /* answers: plain outputs [n_q][max_turns][n_predict] */
-    int *ans_len = NULL;
+    int *ans_len = NULL, *qcat = NULL; /* qcat: [n_q] category index */
     if (sd_model_load(model_path, NULL, &model, &err) != SD_OK) {
         fprintf(stderr, "error: %s\n", err.msg);
         goto done;
@@ -306,7 +315,11 @@ int cmd_bench_spec(int argc, char **argv) {
     }
     char cats[MAX_CATS][64];
     int n_cats = 0;
-    int *qcat = malloc((size_t)n_q * sizeof *qcat);
+    qcat = malloc((size_t)n_q * sizeof *qcat);
+    if (!qcat) {
+        fprintf(stderr, "error: out of memory\n");
+        goto done;
+    }
     for (int q = 0; q < n_q; q++) {
         int c = 0;
         while (c < n_cats && strcmp(cats[c], qs[q].category)) c++;
@@ -406,7 +419,8 @@ int cmd_bench_spec(int argc, char **argv) {
     if (skipped) fprintf(stderr, "note: %d turns did not fit the context (%d) and were skipped\n", skipped, n_ctx);
     /* tables */
     static double SP[MAX_CATS + 1][MAX_METHODS];
-    FILE *mdf = md ? fopen(md, "w") : NULL;
+    FILE *mdf = NULL;
+    if (md && !(mdf = out_open(md, "--md"))) goto done;
     FILE *outs[2] = {stdout, mdf};
     for (int o = 0; o < 2; o++) {
         FILE *f = outs[o];
@@ -449,20 +463,29 @@ int cmd_bench_spec(int argc, char **argv) {
             else fprintf(f, "- |\n");
         }
     }
-    if (mdf) fclose(mdf);
+    if (mdf && !out_close(mdf, md)) goto done;
     if (json) {
-        FILE *f = fopen(json, "w");
-        if (f) {
-            fprintf(f, "{\"model\": \"%s\", \"prompts\": \"%s\", \"questions\": %d, \"tokens_per_turn\": %d, \"greedy\": %s, \"results\": [",
-                    model_path, prompts, n_q, n_predict, spp.temp > 0 ? "false" : "true");
+        FILE *f = out_open(json, "--json");
+        if (!f) goto done;
+        {
+            fputs("{\"model\": ", f);
+            out_json_str(f, model_path);
+            fputs(", \"prompts\": ", f);
+            out_json_str(f, prompts);
+            fprintf(f, ", \"questions\": %d, \"tokens_per_turn\": %d, \"greedy\": %s, \"results\": [", n_q, n_predict,
+                    spp.temp > 0 ? "false" : "true");
             for (int c = 0; c <= n_cats; c++)
                 for (int m = 0; m < n_m; m++) {
                     acc *a = &A[c][m];
+                    fprintf(f, "%s\n  {\"category\": ", (c || m) ? "," : "");
+                    out_json_str(f, c < n_cats ? cats[c] : "overall");
+                    fputs(", \"method\": ", f);
+                    out_json_str(f, ms[m].label);
                     fprintf(f,
-                            "%s\n  {\"category\": \"%s\", \"method\": \"%s\", \"tokens\": %.0f, \"seconds\": %.6f, \"tok_s\": %.4f, "
+                            ", \"tokens\": %.0f, \"seconds\": %.6f, \"tok_s\": %.4f, "
                             "\"speedup\": %.4f, \"tau\": %.4f, \"alpha\": %.4f, \"discard_rate\": %.4f, \"verification_rate\": %.4f, "
                             "\"draft_s\": %.6f, \"verify_s\": %.6f, \"aux_s\": %.6f, \"etpl\": %.5f}",
-                            (c || m) ? "," : "", c < n_cats ? cats[c] : "overall", ms[m].label, a->tokens, a->secs,
+                            a->tokens, a->secs,
                             a->secs > 0 ? a->tokens / a->secs : 0, SP[c][m], a->rounds > 0 ? a->tokens / a->rounds : 0,
                             a->drafted > 0 ? a->accepted / a->drafted : 0,
                             a->tokens > 0 ? (a->drafted - a->accepted) / a->tokens : 0,
@@ -470,13 +493,13 @@ int cmd_bench_spec(int argc, char **argv) {
                             a->layer_passes > 0 ? a->tokens / a->layer_passes : 0);
                 }
             fprintf(f, "\n]}\n");
-            fclose(f);
         }
+        if (!out_close(f, json)) goto done;
     }
-    if (plot && n_m > 1) write_svg(plot, (const char(*)[64])cats, n_cats, ms, n_m, SP);
-    free(qcat);
+    if (plot && n_m > 1 && !write_svg(plot, (const char(*)[64])cats, n_cats, ms, n_m, SP)) goto done;
     rc = mismatched ? 3 : 0;
 done:
+    free(qcat);
     sd_exit_heads_free(heads);
     free(answers);
     free(ctx_toks);

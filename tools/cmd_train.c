@@ -62,16 +62,7 @@ int cmd_train(int argc, char **argv) {
             if (!cli_u64(a, v, &s)) return 2;
             tp.seed = s;
         } else if (!strcmp(a, "--depths")) {
-            for (const char *s = v; *s;) {
-                char *end;
-                long d = strtol(s, &end, 10);
-                if (end == s || d < 1 || n_dep == 256) {
-                    fprintf(stderr, "error: --depths expects a list like 1,2,3, got '%s'\n", v);
-                    return 2;
-                }
-                depths[n_dep++] = (int)d;
-                s = *end == ',' ? end + 1 : end;
-            }
+            if (!cli_int_list(a, v, 1, 1 << 16, 256, depths, &n_dep)) return 2;
         } else {
             fprintf(stderr, "error: unknown option '%s' (see specdec train exit-heads --help)\n", a);
             return 2;

@@ -54,7 +54,7 @@ int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
     else if (IS("--repeat-penalty", "--repeat-penalty")) ok = cli_float(a, v, 1e-6, 1e6, &o->sp.repeat_penalty);
     else if (IS("--repeat-last-n", "--repeat-last-n")) ok = cli_int(a, v, 0, 1 << 24, &o->sp.repeat_last_n);
     else if (IS("-t", "--threads")) ok = cli_int(a, v, 1, 512, &o->cp.n_threads);
-    else if (IS("-c", "--ctx-size")) ok = cli_int(a, v, 1, 1 << 20, &o->cp.n_ctx);
+    else if (IS("-c", "--ctx-size")) ok = cli_int(a, v, 1, SD_MAX_CTX, &o->cp.n_ctx);
     else if (IS("-b", "--batch-size")) ok = cli_int(a, v, 1, 4096, &o->cp.n_batch);
     else if (IS("-s", "--seed")) {
         unsigned long long s = 0;

@@ -7,6 +7,7 @@
 
 #include "cli_args.h"
 #include "cmds.h"
+#include "out_file.h"
 #include "run_opts.h"
 #include "specdec.h"
 
@@ -210,14 +211,20 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "help") || !strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
         usage_main(stdout);
-        return 0;
+        return out_stdout_ok() ? 0 : 1;
     }
-    if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
-    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
-    if (!strcmp(cmd, "batch")) return cmd_batch(argc - 1, argv + 1);
-    if (!strcmp(cmd, "gen-model")) return cmd_gen_model(argc - 1, argv + 1);
-    if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
-    fprintf(stderr, "error: unknown command '%s'\n\n", cmd);
-    usage_main(stderr);
-    return 2;
+    int rc;
+    if (!strcmp(cmd, "generate")) rc = cmd_generate(argc - 1, argv + 1);
+    else if (!strcmp(cmd, "bench")) rc = cmd_bench(argc - 1, argv + 1);
+    else if (!strcmp(cmd, "batch")) rc = cmd_batch(argc - 1, argv + 1);
+    else if (!strcmp(cmd, "gen-model")) rc = cmd_gen_model(argc - 1, argv + 1);
+    else if (!strcmp(cmd, "train")) rc = cmd_train(argc - 1, argv + 1);
+    else {
+        fprintf(stderr, "error: unknown command '%s'\n\n", cmd);
+        usage_main(stderr);
+        return 2;
+    }
+    /* every command's standard output checked in one place: a write that failed (full disk) is a failure */
+    if (!out_stdout_ok() && rc == 0) rc = 1;
+    return rc;
 }

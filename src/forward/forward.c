@@ -125,15 +125,26 @@ sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **ou
     *out = NULL;
     if (!m) return err_set(err, SD_ERR_ARG, "sd_ctx_new: model is NULL");
     sd_ctx_params p = params ? *params : sd_ctx_default_params();
-    if (p.n_ctx < 0 || p.n_seq < 1 || p.n_seq > 256 || p.n_batch < 1 || p.n_batch > 4096 || p.n_threads < 0 ||
-        p.n_threads > 512 || p.n_kv_cells < 0)
-        return err_set(err, SD_ERR_ARG,
-                       "invalid context parameters: n_ctx %d (>= 0), n_seq %d (1..256), n_batch %d (1..4096), "
-                       "n_threads %d (0..512), n_kv_cells %d (>= 0)",
-                       p.n_ctx, p.n_seq, p.n_batch, p.n_threads, p.n_kv_cells);
+    /* one message per parameter, naming it and its range (the CLI's flags say the same names in their help) */
+    if (p.n_ctx < 0) return err_set(err, SD_ERR_ARG, "context size (n_ctx) %d is negative", p.n_ctx);
+    if (p.n_seq < 1 || p.n_seq > 256)
+        return err_set(err, SD_ERR_ARG, "sequences per context (n_seq) %d is out of range: 1..256", p.n_seq);
+    if (p.n_batch < 1 || p.n_batch > SD_MAX_BATCH)
+        return err_set(err, SD_ERR_ARG, "block size (n_batch) %d is out of range: a forward call takes 1..%d positions",
+                       p.n_batch, SD_MAX_BATCH);
+    if (p.n_threads < 0 || p.n_threads > 512)
+        return err_set(err, SD_ERR_ARG, "thread count %d is out of range: 0 (all CPUs) .. 512", p.n_threads);
+    if (p.n_kv_cells < 0) return err_set(err, SD_ERR_ARG, "KV pool size (n_kv_cells) %d is negative", p.n_kv_cells);
     const hparams *hp = &m->hp;
+    if (p.n_ctx == 0 && hp->n_ctx_train > SD_MAX_CTX)
+        return err_set(err, SD_ERR_ARG,
+                       "%s: the model's training context (context_length %d) is more than the %d positions a context "
+                       "supports: ask for a smaller context (n_ctx; -c N on the command line)",
+                       m->path ? m->path : "model", hp->n_ctx_train, SD_MAX_CTX);
     if (p.n_ctx == 0) p.n_ctx = hp->n_ctx_train;
-    if (p.n_ctx > (1 << 20)) return err_set(err, SD_ERR_ARG, "n_ctx %d is too large", p.n_ctx);
+    if (p.n_ctx > SD_MAX_CTX)
+        return err_set(err, SD_ERR_ARG, "context size (n_ctx) %d is more than the %d positions a context supports",
+                       p.n_ctx, SD_MAX_CTX);
     if (p.n_threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         p.n_threads = n > 0 ? (int)n : 1;

@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,7 +134,15 @@ static bool read_kv(cursor *c, gguf_kv *kv) {
         return false;
     }
     if (!cur_u32(c, &kv->type, kv->key)) return false;
-    if (kv->type == GGUF_STR) return cur_str(c, &kv->v.s, kv->key);
+    if (kv->type == GGUF_STR) {
+        if (!cur_str(c, &kv->v.s, kv->key)) return false;
+        /* a name with a NUL inside would print (and compare in C) as its prefix: "llama\0x" is not "llama" */
+        if (memchr(kv->v.s.p, 0, (size_t)kv->v.s.len)) {
+            err_set(c->err, SD_ERR_FORMAT, "metadata '%s': string value contains a NUL byte", kv->key);
+            return false;
+        }
+        return true;
+    }
     if (kv->type == GGUF_ARR) {
         size_t start = c->off;
         if (!cur_u32(c, &kv->arr_type, kv->key) || !cur_u64(c, &kv->arr_n, kv->key)) return false;
@@ -182,6 +191,14 @@ bool ggml_type_layout(uint32_t type, int *block_elems, int *block_bytes) {
     return true;
 }
 
+size_t ggml_type_align(uint32_t type) {
+    switch (type) {
+    case GGML_F32: return 4;
+    case GGML_F16: case GGML_BF16: case GGML_Q8_0: case GGML_Q4_0: return 2; /* elements or the blocks' f16 scale */
+    default: return 1;
+    }
+}
+
 bool ggml_weight_type_from_name(const char *name, uint32_t *type) {
     static const uint32_t types[] = {GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0};
     for (size_t i = 0; name && i < sizeof types / sizeof types[0]; i++)
@@ -227,6 +244,10 @@ static bool read_tensor(cursor *c, gguf_tensor *t, uint64_t idx) {
     t->name = dup_str(name);
     if (!t->name) {
         err_set(c->err, SD_ERR_NOMEM, "out of memory reading tensor table");
+        return false;
+    }
+    if (memchr(name.p, 0, (size_t)name.len)) { /* it would match the name before the NUL */
+        err_set(c->err, SD_ERR_FORMAT, "tensor %" PRIu64 ": name '%s' contains a NUL byte", idx, t->name);
         return false;
     }
     if (!cur_u32(c, &t->n_dims, t->name)) return false;
@@ -337,7 +358,10 @@ sd_status gguf_parse(gguf_file *f, const unsigned char *data, size_t size, sd_er
     const gguf_kv *al = gguf_find(f, "general.alignment");
     if (al) {
         if (al->type != GGUF_U32 || al->v.u == 0 || (al->v.u & (al->v.u - 1)) || al->v.u > 65536) {
-            err_set(err, SD_ERR_FORMAT, "general.alignment must be a power of two u32, got type %u", al->type);
+            if (al->type != GGUF_U32)
+                err_set(err, SD_ERR_FORMAT, "general.alignment must be a u32, got value type %u", al->type);
+            else
+                err_set(err, SD_ERR_FORMAT, "general.alignment %" PRIu64 " is not a power of two in [1, 65536]", al->v.u);
             goto fail;
         }
         f->alignment = (size_t)al->v.u;
@@ -377,6 +401,16 @@ sd_status gguf_parse(gguf_file *f, const unsigned char *data, size_t size, sd_er
             goto fail;
         }
         t->data = data + data_off + t->offset;
+        /* the kernels read elements (and block scales) in place: whatever general.alignment says, each tensor's data
+         * must sit on its element's natural boundary (mapped files start on a page) */
+        size_t ta = ggml_type_align(t->type);
+        if ((uintptr_t)t->data % ta != 0) {
+            err_set(err, SD_ERR_FORMAT,
+                    "tensor '%s': data at byte %zu is not aligned to %zu bytes as %s needs (general.alignment %zu is "
+                    "too small for this layout)",
+                    t->name, data_off + (size_t)t->offset, ta, ggml_type_name(t->type), f->alignment);
+            goto fail;
+        }
     }
     return SD_OK;
 fail_st:

@@ -94,6 +94,9 @@ int64_t gguf_arr_int(const gguf_kv *kv, uint64_t i);
 /* Layout of ggml types: elements per block and bytes per block; false for types this project does not know. */
 bool ggml_type_layout(uint32_t type, int *block_elems, int *block_bytes);
 const char *ggml_type_name(uint32_t type);
+/* Byte boundary a tensor of this type must start on for the kernels' in-place reads (4 for f32, 2 for the f16
+ * elements or block scales of the others; 1 for unknown types). */
+size_t ggml_type_align(uint32_t type);
 /* The weight types specdec computes with, by name ("f32", "f16", "bf16", "q8_0", "q4_0"): true and *type set,
  * or false for any other name. */
 #define GGML_WEIGHT_TYPE_NAMES "f32, f16, bf16, q8_0, q4_0"

@@ -7,6 +7,7 @@
 #include "io/gguf.h"
 #include "io/gguf_write.h"
 #include "sample/rng.h"
+#include "tok/tok.h"
 #include "util/err.h"
 
 typedef struct gen_shape {
@@ -61,12 +62,17 @@ sd_status sd_model_generate(const sd_gen_model_params *p, const char *out_path, 
     gguf_file vf;
     sd_status st = gguf_open(&vf, p->vocab_path, err);
     if (st) return st;
-    const gguf_kv *toks = gguf_find(&vf, "tokenizer.ggml.tokens");
-    if (!toks || toks->type != GGUF_ARR || toks->arr_type != GGUF_STR) {
+    /* the tokenizer is built exactly as a model load will build it from the copied keys: a vocabulary that would
+     * make an unloadable model is refused before anything is written */
+    tokenizer *vt = NULL;
+    st = tok_from_gguf(&vf, &vt, err);
+    if (st) {
+        err_prefix(err, "%s: no usable tokenizer to copy: ", p->vocab_path);
         gguf_close(&vf);
-        return err_set(err, SD_ERR_FORMAT, "%s: no tokenizer.ggml.tokens to copy", p->vocab_path);
+        return st;
     }
-    int64_t V = (int64_t)toks->arr_n;
+    int64_t V = vt->n_vocab;
+    tok_free(vt);
     gguf_writer *w = gguf_writer_new();
     if (!w) {
         gguf_close(&vf);

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "io/gguf_write.h"
@@ -65,6 +66,7 @@ void sd_model_free(sd_model *m) {
     free(m->layers);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
+    free(m->path);
     gguf_close(&m->gguf);
     mapfile_close(&m->bin);
     free(m);
@@ -149,6 +151,23 @@ static sd_status need_int(loader *L, const char *key, int64_t lo, int64_t hi, bo
     return SD_OK;
 }
 
+/* The one reader for float hyperparameters: the value (f32, f64 or an integer) must be finite and in [lo, hi]
+ * (bounds within float range, so the conversion is exact in range and never overflows); missing -> dflt, or an
+ * error when required. lo_open excludes lo itself (for "> 0" and "> 1"). */
+static sd_status need_float(loader *L, const char *key, double lo, bool lo_open, double hi, double dflt, float *out) {
+    double v;
+    bool bad = false;
+    if (!gguf_get_float(L->f, key, &v, &bad)) {
+        if (bad) return err_set(L->err, SD_ERR_FORMAT, "metadata '%s' has the wrong type (a number is expected)", key);
+        v = dflt;
+    }
+    if (!isfinite(v) || v < lo || (lo_open && !((float)v > (float)lo)) || v > hi) /* (and no underflow to lo) */
+        return err_set(L->err, SD_ERR_FORMAT, "metadata '%s' = %g is out of range %s%g, %g]", key, v, lo_open ? "(" : "[",
+                       lo, hi);
+    *out = (float)v;
+    return SD_OK;
+}
+
 static sd_status load_gguf(sd_model *m, sd_error *err) {
     const gguf_file *f = &m->gguf;
     loader L = {m, f, err};
@@ -181,20 +200,14 @@ static sd_status load_gguf(sd_model *m, sd_error *err) {
     if (rope_dim != hp->head_dim)
         return err_set(err, SD_ERR_UNSUPPORTED, "partial RoPE (rope.dimension_count %d < head dim %d) is not supported",
                        rope_dim, hp->head_dim);
-    double d;
-    hp->rope_base = (float)m->arch->default_rope_base;
-    bad = false;
-    if (gguf_get_float(f, KEY("rope.freq_base"), &d, &bad)) hp->rope_base = (float)d;
-    if (bad || !(hp->rope_base > 1.0f)) return err_set(err, SD_ERR_FORMAT, "invalid %s", KEY("rope.freq_base"));
-    hp->norm_eps = 1e-5f;
-    if (gguf_get_float(f, KEY("attention.layer_norm_rms_epsilon"), &d, &bad)) hp->norm_eps = (float)d;
-    if (bad || !(hp->norm_eps > 0 && hp->norm_eps < 1))
-        return err_set(err, SD_ERR_FORMAT, "invalid %s", KEY("attention.layer_norm_rms_epsilon"));
+    if ((st = need_float(&L, KEY("rope.freq_base"), 1.0, true, 1e30, m->arch->default_rope_base, &hp->rope_base)))
+        return st;
+    if ((st = need_float(&L, KEY("attention.layer_norm_rms_epsilon"), 0.0, true, 1.0, 1e-5, &hp->norm_eps))) return st;
     gguf_str rs;
     if (gguf_get_str(f, KEY("rope.scaling.type"), &rs, NULL) && !gguf_str_eq(rs, "none")) {
-        double fac = 1.0;
-        gguf_get_float(f, KEY("rope.scaling.factor"), &fac, NULL);
-        if (fac != 1.0 && fac != 0.0)
+        float fac = 1.0f;
+        if ((st = need_float(&L, KEY("rope.scaling.factor"), 0.0, false, 1e6, 1.0, &fac))) return st;
+        if (fac != 1.0f && fac != 0.0f)
             return err_set(err, SD_ERR_UNSUPPORTED, "RoPE scaling '%.*s' (factor %g) is not supported", (int)rs.len,
                            rs.p, fac);
     }
@@ -413,6 +426,13 @@ sd_status sd_model_load(const char *path, const sd_model_params *params, sd_mode
         return st;
     }
     m->decode_bytes = decode_bytes(m);
+    size_t plen = strlen(path) + 1;
+    m->path = malloc(plen);
+    if (m->path) memcpy(m->path, path, plen);
+    if (!m->path) {
+        sd_model_free(m);
+        return err_set(err, SD_ERR_NOMEM, "out of memory");
+    }
     *out = m;
     return SD_OK;
 }

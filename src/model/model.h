@@ -46,6 +46,7 @@ struct sd_model {
     mapfile bin;              /* llama2.c models: the mapping */
     float **owned;            /* [n_owned] converted copies (norm weights stored in another type) */
     int n_owned;
+    char *path;               /* the file it was loaded from (for messages) */
 };
 
 /* Dequantizes row r of t into out[t->cols]. */

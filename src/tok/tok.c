@@ -1,5 +1,7 @@
 #include "tok/tok.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,7 +183,12 @@ sd_status tok_from_gguf(const gguf_file *f, tokenizer **out, sd_error *err) {
             st = err_set(err, SD_ERR_NOMEM, "out of memory");
             goto fail;
         }
-        t->score[i] = scores ? (float)gguf_arr_float(scores, (uint64_t)i) : 0.0f;
+        double sc = scores ? gguf_arr_float(scores, (uint64_t)i) : 0.0;
+        if (!isfinite(sc) || fabs(sc) > FLT_MAX) {
+            st = err_set(err, SD_ERR_FORMAT, "'tokenizer.ggml.scores' entry %d (%g) is not a finite float", i, sc);
+            goto fail;
+        }
+        t->score[i] = (float)sc;
         int64_t ty = types ? gguf_arr_int(types, (uint64_t)i) : TOK_ATTR_NORMAL;
         t->attr[i] = (uint8_t)(ty >= 1 && ty <= 6 ? ty : TOK_ATTR_NORMAL);
     }

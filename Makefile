@@ -16,12 +16,13 @@ LIB      := $(BUILD)/libspecdec.a
 CLI      := $(BUILD)/specdec
 EXAMPLE  := $(BUILD)/example_simple
 
-.PHONY: all test check demo asan fuzz clean help
+.PHONY: all test check demo deps asan fuzz clean help
 all: $(LIB) $(CLI) $(EXAMPLE) $(TESTS)
 
 help:
 	@echo "make          build the library, the CLI ($(CLI)), the example and the tests"
-	@echo "make demo     generate a story with stories260K and print tokens/s"
+	@echo "make demo     install missing Debian packages (as root; else print the apt-get line), build, generate a story"
+	@echo "make deps     only check the Debian packages (deps/debian-packages) and print the apt-get line for missing ones"
 	@echo "make check    the whole suite: tests, tests under ASan + UBSan, a short fuzz run (what CI runs)"
 	@echo "make test     build and run the tests (optimised build only)"
 	@echo "make asan     run the test suite under AddressSanitizer + UBSan (in build-asan/)"
@@ -49,8 +50,15 @@ $(EXAMPLE): $(BUILD)/examples/simple.o $(LIB)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/testlib.o $(LIB)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
-demo: $(CLI)
+# The README's first command: the Debian packages first (installed when root; else the apt-get line and a stop), then
+# the build and the story.
+demo:
+	@sh scripts/deps.sh ensure
+	@$(MAKE) --no-print-directory $(CLI)
 	$(CLI) generate -m $(SHARED)/models/stories260K.gguf -p "Once upon a time" -n 256 --temp 0.8 --seed 42
+
+deps:
+	@sh scripts/deps.sh check
 
 test: all
 	BUILD=$(BUILD) SHARED=$(SHARED) sh tests/run.sh

@@ -55,6 +55,18 @@ else
     bad "static build against the installed library: $(cat "$err")"
 fi
 
+# the Python binding on the installed library (SPECDEC_LIB as the file and as the folder)
+if command -v python3 >/dev/null 2>&1; then
+    for lib in "$p/lib/libspecdec.so.$major" "$p/lib"; do
+        got=$(SPECDEC_LIB=$lib PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 python3 -c "
+import sys, specdec
+with specdec.Model(sys.argv[1], n_threads=1) as m:
+    print(specdec.library_path()); print(sys.argv[2] + m.generate(sys.argv[2], max_tokens=24, temperature=0).text)
+" "$model" "Once upon a time" 2>&1)
+        [ "$got" = "$(printf '%s\n%s' "$p/lib/libspecdec.so.$major" "$expect")" ] && ok || bad "python on the installed library ($lib): $got"
+    done
+fi
+
 # uninstall removes what install wrote, and nothing else
 mkdir -p "$p/lib" && echo keep >"$p/lib/not-ours.txt"
 make --no-print-directory -s uninstall BUILD="$BUILD" PREFIX="$p" LDCONFIG=true >"$out" 2>"$err" && ok || bad "make uninstall: $(cat "$err")"

@@ -6,7 +6,6 @@ prints every field's offset and every struct's size from the header and compares
 
 import ctypes
 import ctypes.util
-import glob
 import os
 
 ABI_MAJOR = "0"  # the soname major (libspecdec.so.0) these mirrors are written for
@@ -121,9 +120,10 @@ def _candidates():
     env = os.environ.get("SPECDEC_LIB")
     if env:
         if os.path.isdir(env):
-            found = sorted(glob.glob(os.path.join(env, "libspecdec.so*")))
+            names = ["libspecdec.so." + ABI_MAJOR, "libspecdec.so"]
+            found = [os.path.join(env, n) for n in names if os.path.exists(os.path.join(env, n))]
             if not found:
-                raise OSError("SPECDEC_LIB=%s: no libspecdec.so* in that folder" % env)
+                raise OSError("SPECDEC_LIB=%s: no %s in that folder" % (env, " or ".join(names)))
             return found[:1], True
         return [env], True
     here = os.path.dirname(os.path.abspath(__file__))

@@ -135,6 +135,13 @@ def test_stream(m):
     check(list(st) == [] and st.result is None, "a closed stream yields nothing more")
     check(first and full.text.startswith(first), "first piece %r" % first)
     check(m.generate(PROMPT, max_tokens=50, temperature=0).text == full.text, "generation after an early close")
+    st = m.stream(PROMPT, max_tokens=50, temperature=0)
+    next(st)
+    del st  # dropped unfinished: its session is freed, the model is free again
+    check(m.generate(PROMPT, max_tokens=50, temperature=0).text == full.text, "generation after a dropped stream")
+    r = m.generate(PROMPT, max_tokens=-1, temperature=0)
+    check(len(r.tokens) == m.n_ctx - 5, "max_tokens=-1: until the context is full (%d)" % len(r.tokens))
+    check(m.generate(PROMPT, max_tokens=0).tokens == [], "max_tokens=0")
 
 
 def test_errors(m):

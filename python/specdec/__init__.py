@@ -15,6 +15,7 @@ tree's build/, then the system's library path. Errors of the library raise Specd
 
 import ctypes
 import secrets
+import weakref
 
 from . import _lib
 
@@ -185,9 +186,7 @@ class Stream:
     def _free(self):
         if self._s is not None:
             _L.sd_session_free(self._s)
-            self._s = None
-            if self._model._active is self:
-                self._model._active = None
+            self._s = None  # the model's _running() no longer sees this stream
             self._keep = None
 
     def close(self):
@@ -246,6 +245,11 @@ class Model:
         self.info = {f: getattr(info, f) for f, _ in _lib.ModelInfo._fields_}
         for k in ("arch", "weight_type"):
             self.info[k] = self.info[k].decode()
+
+    def _running(self):
+        """The stream whose session is live on this model's context, or None."""
+        st = self._active() if self._active is not None else None
+        return st if st is not None and st._s is not None else None
 
     @property
     def n_ctx(self):
@@ -349,7 +353,7 @@ class Model:
         """Starts a generation and returns a Stream: iterate it for the text pieces; .result after the end.
         Arguments as generate()."""
         ctx = self._ctx()
-        if self._active is not None:
+        if self._running() is not None:
             raise SpecdecError("another generation is running on this model: finish or close() its stream first", 4)
         toks = self.tokenize(prompt, add_bos=add_bos)
         if not toks:
@@ -383,7 +387,7 @@ class Model:
             _L.sd_session_free(s)
             _raise(code, err)
         st = Stream(self, s, keep, n_predict, sm.seed)
-        self._active = st
+        self._active = weakref.ref(st)  # a stream dropped unfinished frees its session (Stream.__del__)
         return st
 
     def generate(self, prompt, max_tokens=128, temperature=None, top_k=None, top_p=None, min_p=None,
@@ -418,8 +422,8 @@ class Model:
     # ---------------------------------------------------------------- lifetime
     def close(self):
         """Frees the context, the model, and the draft models and exit heads it loaded (idempotent)."""
-        if self._active is not None:
-            self._active.close()
+        if self._running() is not None:
+            self._running().close()
         for d in self._drafts.values():
             d.close()
         self._drafts = {}

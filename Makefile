@@ -38,7 +38,7 @@ EXAMPLE  := $(BUILD)/example_simple
 all: $(LIB) $(SHLIB) $(CLI) $(EXAMPLE) $(TESTS)
 
 help:
-	@echo "make          build the library, the CLI ($(CLI)), the example and the tests"
+	@echo "make          build the libraries (libspecdec.a, libspecdec.so), the CLI ($(CLI)), the example and the tests"
 	@echo "make demo     install missing Debian packages (as root; else print the apt-get line), build, generate a story"
 	@echo "make deps     only check the Debian packages (deps/debian-packages) and print the apt-get line for missing ones"
 	@echo "make check    the whole suite: tests, tests under ASan + UBSan, a short fuzz run (what CI runs)"

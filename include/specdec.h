@@ -62,6 +62,11 @@ typedef struct sd_model_params {
      * memory the model owns), e.g. a Q4_0 copy of an F16 target as its own draft. Matrices whose rows are not
      * whole 32-blocks become f16 when a block type is asked for. */
     const char *convert_type;
+    /* Read the whole file into memory the process owns instead of mapping it (the page cache is not guaranteed
+     * to keep a mapping's pages on a loaded host; as llama.cpp's --no-mmap). */
+    bool no_mmap;
+    /* Lock the weights in RAM (mlock; as llama.cpp's --mlock): an error naming RLIMIT_MEMLOCK when it cannot. */
+    bool mlock;
 } sd_model_params;
 
 sd_model_params sd_model_default_params(void);
@@ -110,6 +115,23 @@ typedef struct sd_gen_model_params {
 /* NULL-terminated list of the shape names. */
 const char *const *sd_gen_model_shapes(void);
 sd_status sd_model_generate(const sd_gen_model_params *params, const char *out_path, sd_error *err);
+
+/* Writes a wide model that computes exactly the function of a small trained GGUF model (same layers, vocabulary
+ * and head size) while costing what a model of the wide shape costs: a real-behaviour, real-cost test bed. The
+ * residual stream keeps the small model's dims, the extra dims stay 0; extra heads and FFN units are seeded random
+ * and feed nothing; RMSNorm weights are scaled by sqrt(D0/D) and epsilon by D0/D. dim must be larger than the small
+ * model's and a multiple of its head size; n_head = dim / head size (0: derived); n_head_kv keeps the small model's
+ * query heads per KV head (0: derived); n_ff >= the small model's (0: its n_ff scaled by dim / D0, rounded up to
+ * 32); n_ctx 0 keeps the small model's context length. type as sd_gen_model_params (norms stay f32). */
+typedef struct sd_embed_params {
+    const char *small_path;
+    int dim, n_head, n_head_kv, n_ff, n_ctx;
+    const char *type;
+    uint64_t seed;
+    void (*progress)(void *user, uint64_t bytes_done, uint64_t bytes_total);
+    void *user;
+} sd_embed_params;
+sd_status sd_model_embed(const sd_embed_params *params, const char *out_path, sd_error *err);
 
 /* ---------------------------------------------------------------- tokenizer */
 int32_t sd_token_bos(const sd_model *model); /* -1 when the vocabulary has none */

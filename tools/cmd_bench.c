@@ -41,7 +41,10 @@ static void usage(FILE *f) {
             "  --reps N           repetitions; the median is reported (default 5); block runs every k once per\n"
             "                     round and reports the median of the rounds' T(k)/T(1)\n"
             "  --bw-mib N         bandwidth buffer in MiB (default 4096; decode uses at least 4x the bytes per token)\n"
-            "  --json FILE        also write the results as JSON\n");
+            "  --json FILE        also write the results as JSON\n"
+            "  --no-mmap          read the weights into memory the process owns (the page cache of a loaded host\n"
+            "                     may drop a mapping's pages between runs)\n"
+            "  --mlock            lock the weights in RAM\n");
 }
 
 /* ------------------------------------------------------------------ bandwidth */
@@ -119,11 +122,12 @@ static double median(double *v, int n) {
 typedef struct bench_opts {
     const char *model, *json, *ks;
     int threads, n, ctx, reps, bw_mib;
+    sd_model_params mp; /* --no-mmap, --mlock */
 } bench_opts;
 
 static int load(const bench_opts *o, int n_ctx, int n_batch, sd_model **m, sd_ctx **c) {
     sd_error err;
-    if (sd_model_load(o->model, NULL, m, &err) != SD_OK) {
+    if (sd_model_load(o->model, &o->mp, m, &err) != SD_OK) {
         fprintf(stderr, "error: %s\n", err.msg);
         return 1;
     }
@@ -319,7 +323,7 @@ static int bench_peak(const bench_opts *o) {
     sd_model_info info = {0};
     if (o->model) {
         sd_error err;
-        if (sd_model_load(o->model, NULL, &m, &err) != SD_OK) {
+        if (sd_model_load(o->model, &o->mp, &m, &err) != SD_OK) {
             fprintf(stderr, "error: %s\n", err.msg);
             return 1;
         }
@@ -393,12 +397,15 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(what, "batch")) return cmd_bench_batch(argc - 1, argv + 1);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     bench_opts o = {.ks = "1,2,4,8,12,16", .threads = ncpu > 0 ? (int)ncpu : 1, .n = 64, .ctx = 256, .reps = 5,
-                    .bw_mib = 4096};
+                    .bw_mib = 4096, .mp = sd_model_default_params()};
+    static const char *const flags[] = {"--no-mmap", "--mlock", NULL};
     for (int i = 2; i < argc; i++) {
         const char *a, *v;
-        int tk = cli_take(argc, argv, &i, &a, &v, "bench", NULL, usage);
+        int tk = cli_take(argc, argv, &i, &a, &v, "bench", flags, usage);
         if (tk >= 0) return tk;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) o.model = v;
+        if (!strcmp(a, "--no-mmap")) o.mp.no_mmap = true;
+        else if (!strcmp(a, "--mlock")) o.mp.mlock = true;
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) o.model = v;
         else if (!strcmp(a, "--json")) o.json = v;
         else if (!strcmp(a, "--ks")) o.ks = v;
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!cli_int(a, v, 1, 512, &o.threads)) return 2; }

@@ -1,4 +1,4 @@
-/* specdec gen-model: seeded random-weight GGUF of a real shape. */
+/* specdec gen-model: seeded random-weight GGUF of a real shape, or a small trained model embedded in a wide one. */
 #include <stdio.h>
 #include <string.h>
 
@@ -8,13 +8,24 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: specdec gen-model --shape NAME --type TYPE --vocab VOCAB.gguf -o OUT.gguf [--seed S]\n\n"
+            "usage: specdec gen-model --shape NAME --type TYPE --vocab VOCAB.gguf -o OUT.gguf [--seed S]\n"
+            "       specdec gen-model --embed SMALL.gguf --dim D [--heads H] [--kv-heads K] [--ffn F] [--ctx N]\n"
+            "                         --type TYPE -o OUT.gguf [--seed S]\n\n"
             "Writes a GGUF with seeded random weights of a real model shape (streaming: memory stays small).\n"
+            "With --embed: a wide model that computes exactly SMALL's function (same layers, vocabulary, head size;\n"
+            "the extra dims of the residual stream stay 0, extra heads and FFN units are random and feed nothing):\n"
+            "a trained model's acceptance at a real model's cost.\n"
             "  --shape NAME   test-tiny | llama-68m | llama-160m | tinyllama-1.1b | llama2-7b\n"
             "  --type TYPE    f32 | f16 | bf16 | q8_0 | q4_0 (all matrices; norms stay f32)\n"
             "  --vocab FILE   GGUF whose tokenizer is copied (e.g. ../shared/models/vocab/ggml-vocab-llama-spm.gguf)\n"
             "  -o, --out FILE output path\n"
-            "  --seed S       default 1\n");
+            "  --seed S       default 1\n"
+            "  --embed FILE   the small trained GGUF model to embed (replaces --shape and --vocab)\n"
+            "  --dim D        the wide model's dim (larger than SMALL's, a multiple of its head size)\n"
+            "  --heads H      query heads (default D / head size; the head size is kept)\n"
+            "  --kv-heads K   KV heads (default: SMALL's query heads per KV head kept)\n"
+            "  --ffn F        FFN width (default SMALL's scaled by D / SMALL's dim, rounded up to 32)\n"
+            "  --ctx N        context length written to the file (default SMALL's)\n");
 }
 
 static void progress(void *user, uint64_t done, uint64_t total) {
@@ -29,6 +40,7 @@ static void progress(void *user, uint64_t done, uint64_t total) {
 
 int cmd_gen_model(int argc, char **argv) {
     sd_gen_model_params p = {0};
+    sd_embed_params e = {0};
     p.seed = 1;
     const char *out = NULL;
     for (int i = 1; i < argc; i++) {
@@ -39,6 +51,18 @@ int cmd_gen_model(int argc, char **argv) {
         else if (!strcmp(a, "--type")) p.type = v;
         else if (!strcmp(a, "--vocab")) p.vocab_path = v;
         else if (!strcmp(a, "-o") || !strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--embed")) e.small_path = v;
+        else if (!strcmp(a, "--dim")) {
+            if (!cli_int(a, v, 1, 1 << 20, &e.dim)) return 2;
+        } else if (!strcmp(a, "--heads")) {
+            if (!cli_int(a, v, 1, 1 << 16, &e.n_head)) return 2;
+        } else if (!strcmp(a, "--kv-heads")) {
+            if (!cli_int(a, v, 1, 1 << 16, &e.n_head_kv)) return 2;
+        } else if (!strcmp(a, "--ffn")) {
+            if (!cli_int(a, v, 1, 1 << 22, &e.n_ff)) return 2;
+        } else if (!strcmp(a, "--ctx")) {
+            if (!cli_int(a, v, 1, 1 << 24, &e.n_ctx)) return 2;
+        }
         else if (!strcmp(a, "--seed")) {
             unsigned long long s;
             if (!cli_u64(a, v, &s)) return 2;
@@ -48,7 +72,20 @@ int cmd_gen_model(int argc, char **argv) {
             return 2;
         }
     }
-    if (!p.shape || !p.type || !p.vocab_path || !out) {
+    if (e.small_path) {
+        if (p.shape || p.vocab_path) {
+            fprintf(stderr, "error: --embed takes its shape and vocabulary from SMALL: drop --shape / --vocab\n");
+            return 2;
+        }
+        if (!e.dim || !p.type || !out) {
+            fprintf(stderr, "error: --embed needs --dim, --type and -o (see specdec gen-model --help)\n");
+            return 2;
+        }
+    } else if (e.dim || e.n_head || e.n_head_kv || e.n_ff || e.n_ctx) {
+        fprintf(stderr, "error: --dim, --heads, --kv-heads, --ffn and --ctx go with --embed\n");
+        return 2;
+    }
+    if (!e.small_path && (!p.shape || !p.type || !p.vocab_path || !out)) {
         fprintf(stderr, "error: --shape, --type, --vocab and -o are required (see specdec gen-model --help)\n");
         return 2;
     }
@@ -56,6 +93,19 @@ int cmd_gen_model(int argc, char **argv) {
     p.progress = progress;
     p.user = &last;
     sd_error err;
+    if (e.small_path) {
+        e.type = p.type;
+        e.seed = p.seed;
+        e.progress = progress;
+        e.user = &last;
+        if (sd_model_embed(&e, out, &err) != SD_OK) {
+            fprintf(stderr, "error: %s\n", err.msg);
+            return 1;
+        }
+        fprintf(stderr, "wrote %s (%s embedded at dim %d, %s) in %.1f s\n", out, e.small_path, e.dim, p.type,
+                cmd_now() - t0);
+        return 0;
+    }
     if (sd_model_generate(&p, out, &err) != SD_OK) {
         fprintf(stderr, "error: %s\n", err.msg);
         return 1;

@@ -18,9 +18,12 @@ void run_opts_init(run_opts *o) {
 int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
 #define IS(s, l) (strcmp(a, s) == 0 || strcmp(a, l) == 0)
-    bool flag_only = IS("--no-bos", "--no-bos") || IS("--ignore-eos", "--ignore-eos");
+    bool flag_only = IS("--no-bos", "--no-bos") || IS("--ignore-eos", "--ignore-eos") || IS("--no-mmap", "--no-mmap") ||
+                     IS("--mlock", "--mlock");
     if (flag_only) {
         if (IS("--no-bos", "--no-bos")) o->no_bos = true;
+        else if (IS("--no-mmap", "--no-mmap")) o->no_mmap = true;
+        else if (IS("--mlock", "--mlock")) o->mlock = true;
         else o->ignore_eos = true;
         return 1;
     }
@@ -90,6 +93,8 @@ void run_opts_help(FILE *f) {
             "  -m, --model FILE        GGUF (v2/v3) or llama2.c .bin model (required)\n"
             "      --tokenizer FILE    llama2.c tokenizer.bin (default: tok<vocab>.bin or tokenizer.bin beside the model)\n"
             "      --no-bos            do not prepend the BOS token\n"
+            "      --no-mmap           read the weights into memory the process owns instead of mapping the file\n"
+            "      --mlock             lock the weights in RAM (needs RLIMIT_MEMLOCK, see `ulimit -l`)\n"
             "generation:\n"
             "  -n, --n-predict N       tokens to generate (default 128; -1 = until the context is full)\n"
             "      --ignore-eos        keep generating after an end-of-generation token\n"
@@ -139,6 +144,8 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
     }
     sd_model_params mp = sd_model_default_params();
     mp.tokenizer_path = o->tok_path;
+    mp.no_mmap = o->no_mmap;
+    mp.mlock = o->mlock;
     if (sd_model_load(o->model_path, &mp, &env->model, &err) != SD_OK) {
         fprintf(stderr, "error: %s\n", err.msg);
         return false;
@@ -150,6 +157,8 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
     if (o->spec.method == SD_SPEC_DRAFT) {
         sd_model_params dp = sd_model_default_params();
         dp.convert_type = o->draft_type;
+        dp.no_mmap = o->no_mmap;
+        dp.mlock = o->mlock;
         if (sd_model_load(o->draft_path, &dp, &env->dmodel, &err) != SD_OK) {
             fprintf(stderr, "error: draft model: %s\n", err.msg);
             return false;

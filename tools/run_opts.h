@@ -11,7 +11,7 @@
 typedef struct run_opts {
     const char *model_path, *tok_path, *draft_path, *draft_type, *heads_path;
     int n_predict;
-    bool ignore_eos, no_bos, seed_set;
+    bool ignore_eos, no_bos, seed_set, no_mmap, mlock;
     sd_sampler_params sp;
     sd_ctx_params cp;
     sd_spec_params spec;

@@ -389,7 +389,7 @@ fail:
 
 sd_status gguf_open(gguf_file *f, const char *path, sd_error *err) {
     memset(f, 0, sizeof *f);
-    sd_status st = mapfile_open(&f->map, path, err);
+    sd_status st = mapfile_open(&f->map, path, NULL, err);
     if (st != SD_OK) return st;
     mapfile m = f->map;
     st = gguf_parse(f, m.data, m.size, err);

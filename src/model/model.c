@@ -384,7 +384,8 @@ sd_status sd_model_load(const char *path, const sd_model_params *params, sd_mode
     sd_model *m = calloc(1, sizeof *m);
     if (!m) return err_set(err, SD_ERR_NOMEM, "out of memory");
     mapfile mf;
-    sd_status st = mapfile_open(&mf, path, err);
+    mapfile_mode mode = {params && params->no_mmap, params && params->mlock};
+    sd_status st = mapfile_open(&mf, path, &mode, err);
     if (st) {
         free(m);
         return st;

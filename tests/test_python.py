@@ -158,6 +158,9 @@ def test_errors(m):
     raises(lambda: m.generate(PROMPT, temperature=-1), "temperature", "negative temperature")
     raises(lambda: m.generate(PROMPT, top_p=2), "top-p", "top_p out of range")
     raises(lambda: specdec.Model(S260, n_ctx=-5), "n_ctx", "negative n_ctx")
+    with specdec.Model(S260, n_threads=1, no_mmap=True) as nm:  # a load option of sd_model_params
+        check(nm.generate(PROMPT, max_tokens=20, temperature=0).text ==
+              m.generate(PROMPT, max_tokens=20, temperature=0).text, "no_mmap: the same text")
     small = specdec.Model(S260, n_ctx=8, n_threads=1)
     raises(lambda: small.generate(PROMPT * 4), "context holds 8", "prompt longer than the context")
     r = small.generate(PROMPT, max_tokens=100, temperature=0)

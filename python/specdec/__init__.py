@@ -210,7 +210,8 @@ class Stream:
 class Model:
     """A loaded model and one context (KV cache, threads) to generate with.
 
-    Model(path, n_ctx=0, n_threads=0, n_batch=64, tokenizer=None, convert_type=None, n_kv_cells=0)
+    Model(path, n_ctx=0, n_threads=0, n_batch=64, tokenizer=None, convert_type=None, n_kv_cells=0, no_mmap=False,
+          mlock=False)
       path          GGUF (v2/v3) or llama2.c .bin model
       n_ctx         positions of the context (0: the model's training context)
       n_threads     threads (0: the online CPUs)
@@ -218,15 +219,19 @@ class Model:
       tokenizer     llama2.c models: the tokenizer.bin (default: beside the model)
       convert_type  convert the weights at load: "f32", "f16", "bf16", "q8_0", "q4_0"
       n_kv_cells    KV pool capacity (0: n_ctx)
+      no_mmap       read the file into memory the process owns instead of mapping it
+      mlock         lock the weights in RAM (an error naming RLIMIT_MEMLOCK when it cannot)
     """
 
-    def __init__(self, path, n_ctx=0, n_threads=0, n_batch=64, tokenizer=None, convert_type=None, n_kv_cells=0):
+    def __init__(self, path, n_ctx=0, n_threads=0, n_batch=64, tokenizer=None, convert_type=None, n_kv_cells=0,
+                 no_mmap=False, mlock=False):
         self._m = self._c = None
         self._drafts, self._heads, self._active = {}, {}, None
         err = _lib.Error()
         mp = _L.sd_model_default_params()
         self._keep = (_b(tokenizer), _b(convert_type))
         mp.tokenizer_path, mp.convert_type = self._keep
+        mp.no_mmap, mp.mlock = bool(no_mmap), bool(mlock)
         m = ctypes.c_void_p()
         _check(_L.sd_model_load(_b(str(path)), ctypes.byref(mp), ctypes.byref(m), ctypes.byref(err)), err)
         self._m = m

@@ -21,7 +21,7 @@ class Error(ctypes.Structure):
 
 class ModelParams(ctypes.Structure):
     _c_name_ = "sd_model_params"
-    _fields_ = [("tokenizer_path", c_char_p), ("convert_type", c_char_p)]
+    _fields_ = [("tokenizer_path", c_char_p), ("convert_type", c_char_p), ("no_mmap", c_bool), ("mlock", c_bool)]
 
 
 class ModelInfo(ctypes.Structure):

@@ -7,37 +7,70 @@ CFLAGS   ?= $(OPT) -g
 CFLAGS   += -std=c11 -Wall -Wextra -Wshadow -Iinclude -Isrc -pthread
 LDLIBS   += -lutf8proc -lm -pthread
 SIMD     := -mavx2 -mfma -mf16c -DSPECDEC_HAVE_AVX2
+# Library objects are position-independent (one set of objects for libspecdec.a and libspecdec.so; with the
+# toolchain's default PIE the code is the same but for calls between exported functions, which
+# -fno-semantic-interposition keeps direct).
+PIC      := -fPIC -fno-semantic-interposition
+
+# The version comes from one place, include/specdec.h.
+VERSION  := $(shell sed -n 's/^\#define SPECDEC_VERSION "\(.*\)"/\1/p' include/specdec.h)
+SOMAJOR  := $(firstword $(subst ., ,$(VERSION)))
+SONAME   := libspecdec.so.$(SOMAJOR)
+
+# make install PREFIX=... [DESTDIR=...]
+PREFIX   ?= /usr/local
+BINDIR   ?= $(PREFIX)/bin
+LIBDIR   ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+LDCONFIG ?= ldconfig
 
 LIB_SRC  := $(wildcard src/*/*.c)
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
 TEST_SRC := $(wildcard tests/test_*.c)
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 LIB      := $(BUILD)/libspecdec.a
+SHLIB    := $(BUILD)/libspecdec.so.$(VERSION)
 CLI      := $(BUILD)/specdec
 EXAMPLE  := $(BUILD)/example_simple
 
-.PHONY: all test check demo asan fuzz clean help
-all: $(LIB) $(CLI) $(EXAMPLE) $(TESTS)
+.PHONY: all test check demo deps asan fuzz clean help install uninstall
+all: $(LIB) $(SHLIB) $(CLI) $(EXAMPLE) $(TESTS)
 
 help:
-	@echo "make          build the library, the CLI ($(CLI)), the example and the tests"
-	@echo "make demo     generate a story with stories260K and print tokens/s"
+	@echo "make          build the libraries (libspecdec.a, libspecdec.so), the CLI ($(CLI)), the example and the tests"
+	@echo "make demo     install missing Debian packages (as root; else print the apt-get line), build, generate a story"
+	@echo "make deps     only check the Debian packages (deps/debian-packages) and print the apt-get line for missing ones"
 	@echo "make check    the whole suite: tests, tests under ASan + UBSan, a short fuzz run (what CI runs)"
 	@echo "make test     build and run the tests (optimised build only)"
+	@echo "make install  PREFIX=/usr/local [DESTDIR=]: libspecdec.so.$(VERSION) (+ links), libspecdec.a, specdec.h,"
+	@echo "              specdec.pc, the specdec binary;  make uninstall (same PREFIX) removes exactly those"
 	@echo "make asan     run the test suite under AddressSanitizer + UBSan (in build-asan/)"
 	@echo "make fuzz     build and briefly run the fuzzers: GGUF reader, model load + forward, JSONL (clang libFuzzer)"
 
 $(BUILD)/src/kernels/kern_avx2.o: src/kernels/kern_avx2.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SIMD) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(PIC) $(SIMD) -MMD -MP -c $< -o $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+$(BUILD)/src/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PIC) -MMD -MP -c $< -o $@
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+# libspecdec.so.X.Y.Z, soname libspecdec.so.X, and the links libspecdec.so.X and libspecdec.so beside it; exports
+# only the public sd_* names (src/libspecdec.map).
+$(SHLIB): $(LIB_OBJ) src/libspecdec.map
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/libspecdec.map -Wl,--no-undefined \
+	    $(LIB_OBJ) -o $@ $(LDFLAGS) $(LDLIBS)
+	ln -sf $(notdir $@) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $(BUILD)/libspecdec.so
 
 CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/*.c))
 $(CLI): $(CLI_OBJ) $(LIB)
@@ -49,8 +82,15 @@ $(EXAMPLE): $(BUILD)/examples/simple.o $(LIB)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/testlib.o $(LIB)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
-demo: $(CLI)
+# The README's first command: the Debian packages first (installed when root; else the apt-get line and a stop), then
+# the build and the story.
+demo:
+	@sh scripts/deps.sh ensure
+	@$(MAKE) --no-print-directory $(CLI)
 	$(CLI) generate -m $(SHARED)/models/stories260K.gguf -p "Once upon a time" -n 256 --temp 0.8 --seed 42
+
+deps:
+	@sh scripts/deps.sh check
 
 test: all
 	BUILD=$(BUILD) SHARED=$(SHARED) sh tests/run.sh
@@ -86,6 +126,25 @@ fuzz: $(CLI)
 	build-fuzz/fuzz_gguf -max_total_time=$$((T / 3)) -max_len=65536 -rss_limit_mb=2048 build-fuzz/corpus && \
 	build-fuzz/fuzz_model -max_total_time=$$((T / 3)) -max_len=$(FUZZ_MODEL_MAX) -rss_limit_mb=2048 -timeout=20 build-fuzz/corpus-model && \
 	build-fuzz/fuzz_jsonl -max_total_time=$$((T - 2 * (T / 3))) -max_len=8192 -rss_limit_mb=2048 build-fuzz/corpus-jsonl
+
+INSTALLED := $(BINDIR)/specdec $(LIBDIR)/libspecdec.a $(LIBDIR)/libspecdec.so.$(VERSION) $(LIBDIR)/$(SONAME) \
+             $(LIBDIR)/libspecdec.so $(INCLUDEDIR)/specdec.h $(PKGCONFIGDIR)/specdec.pc
+
+install: $(LIB) $(SHLIB) $(CLI)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 755 $(CLI) $(DESTDIR)$(BINDIR)/specdec
+	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libspecdec.a
+	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/libspecdec.so.$(VERSION)
+	ln -sf libspecdec.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libspecdec.so
+	install -m 644 include/specdec.h $(DESTDIR)$(INCLUDEDIR)/specdec.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' specdec.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/specdec.pc
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then $(LDCONFIG) || true; fi
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then $(LDCONFIG) || true; fi
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -21,6 +21,17 @@
 extern "C" {
 #endif
 
+/* ---------------------------------------------------------------- version */
+/* The one place the version is defined: the Makefile reads it from here for the shared library's file name and
+ * soname (libspecdec.so.MAJOR.MINOR.PATCH, soname libspecdec.so.MAJOR) and for specdec.pc. */
+#define SPECDEC_VERSION_MAJOR 0
+#define SPECDEC_VERSION_MINOR 1
+#define SPECDEC_VERSION_PATCH 0
+#define SPECDEC_VERSION "0.1.0"
+
+/* The version of the library linked at run time ("0.1.0": the SPECDEC_VERSION it was built with). */
+const char *sd_version(void);
+
 /* ---------------------------------------------------------------- status */
 typedef enum sd_status {
     SD_OK = 0,

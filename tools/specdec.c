@@ -21,6 +21,7 @@ static void usage_main(FILE *f) {
             "  bench      benchmarks: decode (vs roofline), block (T(k)/T(1)), bandwidth\n"
             "  gen-model  write a seeded random-weight GGUF of a real shape (for speed work)\n"
             "  train      train exit heads (train exit-heads) for early-exit drafting\n"
+            "  version    print the version (also --version)\n"
             "  help       this text; `specdec <command> --help` for a command's options\n");
 }
 
@@ -211,6 +212,11 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "help") || !strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
         usage_main(stdout);
+        return out_stdout_ok() ? 0 : 1;
+    }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+        /* the library's version (the one linked), which is the header's for this static build */
+        printf("specdec %s\n", sd_version());
         return out_stdout_ok() ? 0 : 1;
     }
     int rc;

@@ -87,7 +87,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/tests/testlib.o $(LIB)
 demo:
 	@sh scripts/deps.sh ensure
 	@$(MAKE) --no-print-directory $(CLI)
-	$(CLI) generate -m $(SHARED)/models/stories260K.gguf -p "Once upon a time" -n 256 --temp 0.8 --seed 42
+	$(CLI) generate -m $(SHARED)/models/stories260K.gguf -p "Once upon a time" -n 120 --temp 0.8 --seed 42
 
 deps:
 	@sh scripts/deps.sh check

@@ -39,9 +39,12 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/*.c))
+# The CLI; its server (tools/serve/) alone links libmicrohttpd and cJSON, so the library stays free of them.
+CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/*.c tools/serve/*.c))
+SERVE_LIBS := -lmicrohttpd -lcjson
+$(BUILD)/tools/serve/%.o: CFLAGS += -Itools
 $(CLI): $(CLI_OBJ) $(LIB)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) $(SERVE_LIBS) $(LDLIBS)
 
 $(EXAMPLE): $(BUILD)/examples/simple.o $(LIB)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)

@@ -17,6 +17,7 @@ static void usage_main(FILE *f) {
             "commands:\n"
             "  generate   generate text from a prompt\n"
             "  batch      answer a prompt set, many sequences at once (continuous batching)\n"
+            "  serve      an OpenAI-compatible HTTP server (per-request speculative method)\n"
             "  bench      benchmarks: decode (vs roofline), block (T(k)/T(1)), bandwidth\n"
             "  gen-model  write a seeded random-weight GGUF of a real shape (for speed work)\n"
             "  train      train exit heads (train exit-heads) for early-exit drafting\n"
@@ -215,6 +216,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "batch")) return cmd_batch(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "gen-model")) return cmd_gen_model(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
     fprintf(stderr, "error: unknown command '%s'\n\n", cmd);

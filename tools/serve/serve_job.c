@@ -99,7 +99,7 @@ void sv_queue_destroy(sv_queue *q) {
 
 bool sv_queue_push(sv_queue *q, sv_job *j) {
     pthread_mutex_lock(&q->mu);
-    bool ok = q->n < q->limit && !q->stop;
+    bool ok = q->n < q->limit + q->free_slots && !q->stop;
     if (ok) {
         j->next = NULL;
         if (q->tail) q->tail->next = j;

@@ -56,13 +56,14 @@ typedef struct sv_queue {
     pthread_mutex_t mu;
     pthread_cond_t cv;   /* signalled on push, cancel and stop */
     sv_job *head, *tail;
-    int n, limit;
+    int n, limit;        /* jobs waiting; most that may wait beyond free_slots */
+    int free_slots;      /* sequences free at the scheduler's last look (set by it) */
     bool stop;           /* the scheduler finishes what it holds and the queue, then exits */
 } sv_queue;
 
 void sv_queue_init(sv_queue *q, int limit);
 void sv_queue_destroy(sv_queue *q);
-/* Appends; false when the queue holds `limit` jobs already (or is stopping). */
+/* Appends; false when `limit` jobs would wait beyond the free sequences (or the queue is stopping). */
 bool sv_queue_push(sv_queue *q, sv_job *j);
 /* Takes the oldest job (the caller holds q->mu); NULL when empty. */
 sv_job *sv_queue_pop_locked(sv_queue *q);

@@ -262,6 +262,7 @@ bool sv_request_parse(const char *body, size_t len, sv_kind kind, const sv_defau
     if (ok && (ok = get_bool(root, "logprobs", &logprobs, e)) && logprobs)
         ok = sv_fail(e, 400, "invalid_request_error", "unsupported_value", "logprobs", "'logprobs' is not supported");
     if (ok) ok = get_bool(root, "stream", &r->stream, e);
+    if (ok) ok = get_bool(root, "ignore_eos", &r->ignore_eos, e);
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     if (ok && so && !cJSON_IsNull(so)) {
         if (!cJSON_IsObject(so)) ok = BAD_TYPE(e, "stream_options", "an object");

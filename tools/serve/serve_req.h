@@ -1,7 +1,7 @@
 /* serve_req: an OpenAI request body (JSON) read into a request, with every field's type and range checked.
  * Completions take `prompt`, chat completions `messages` (rendered with the server's chat template); both take
  * max_tokens, temperature, top_p, top_k, min_p, repeat_penalty, seed, stop, stream, stream_options.include_usage,
- * n (1 only) and the optional `speculative` object {"method": NAME, KEY: VALUE, ...} validated through the method
+ * n (1 only), ignore_eos (llama.cpp's extension) and the optional `speculative` object {"method": NAME, KEY: VALUE, ...} validated through the method
  * registry. Errors are OpenAI-style: an HTTP status, a type, a code, the parameter and a message. */
 #ifndef SD_SERVE_REQ_H
 #define SD_SERVE_REQ_H
@@ -46,6 +46,7 @@ typedef struct sv_request {
     char *stop[SV_MAX_STOP]; /* malloc'd, non-empty */
     int n_stop;
     bool stream, include_usage;
+    bool ignore_eos;     /* llama.cpp's extension: keep going after an end-of-generation token */
     sd_spec_params spec; /* the method to use (draft_ctx / exit_heads filled in) */
 } sv_request;
 

@@ -116,6 +116,7 @@ static void slot_start(sv_worker *w, sv_slot *sl, int seq, sv_job *j) {
     p.spec.round_cb = on_round;
     p.spec.round_user = sl;
     p.n_predict = j->n_predict;
+    p.ignore_eos = j->req.ignore_eos;
     sd_error err = {0};
     sd_status st = sd_session_new(w->ctx, &p, &sl->s, &err);
     if (!st) st = sd_session_set_prompt(sl->s, j->prompt, j->n_prompt, &err);
@@ -182,7 +183,7 @@ static void slot_advance(sv_worker *w, sv_slot *sl) {
     if (stop_at < 0 && sd_session_status(sl->s, &err) != SD_OK) {
         fail_job(j, 500, NULL, err.msg);
     } else {
-        const char *finish = stop_at >= 0 || (n > 0 && sd_token_is_eog(w->model, t[n - 1])) ? "stop" : "length";
+        const char *finish = stop_at >= 0 || (n > 0 && !j->req.ignore_eos && sd_token_is_eog(w->model, t[n - 1])) ? "stop" : "length";
         sv_metrics_request(w->metrics, sl->method, j->n_prompt, n, st.n_drafted, st.n_accepted, st.n_rounds);
         sv_job_finish(j, finish, n, st.n_drafted, st.n_accepted, st.n_rounds);
     }
@@ -198,6 +199,7 @@ static void *worker_main(void *arg) {
         for (int i = 0; i < w->parallel; i++) live += w->slots[i].job != NULL;
         int n_taken = 0, qlen;
         pthread_mutex_lock(&q->mu);
+        q->free_slots = w->parallel - live;
         while (!(live < w->parallel && q->n > 0) && live == 0 && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
         if (live == 0 && q->n == 0 && q->stop) {
             pthread_mutex_unlock(&q->mu);
@@ -205,6 +207,7 @@ static void *worker_main(void *arg) {
         }
         while (taken && live + n_taken < w->parallel && q->n > 0) taken[n_taken++] = sv_queue_pop_locked(q);
         qlen = q->n;
+        q->free_slots = w->parallel - live - n_taken;
         pthread_mutex_unlock(&q->mu);
         for (int k = 0, i = 0; k < n_taken; k++) {
             while (w->slots[i].job) i++;
@@ -253,6 +256,9 @@ bool sv_worker_start(sv_worker *w, sd_ctx *ctx, int parallel, int token_budget, 
         return false;
     }
     for (int i = 0; i < parallel; i++) w->slots[i].w = w;
+    pthread_mutex_lock(&q->mu);
+    q->free_slots = parallel;
+    pthread_mutex_unlock(&q->mu);
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
         snprintf(err->msg, sizeof err->msg, "cannot start the scheduler thread");
         free(w->slots);

@@ -230,6 +230,52 @@ done
 [ -s "$TMP/cut.txt" ] && [ $i -lt 100 ] && ok ||
     bad "disconnect mid-stream: cancelled $(metric specdec_requests_cancelled_total), live $(metric specdec_live_sessions), kv cells $(metric specdec_kv_cells_used)"
 
+# a client that goes away while waiting for a JSON answer: cancelled too
+curl -s --max-time 1 -o /dev/null "$U/v1/completions" \
+    -d '{"prompt": "Once upon a time", "max_tokens": 8000, "ignore_eos": true, "temperature": 0}'
+i=0
+while [ $i -lt 100 ]; do
+    [ "$(metric specdec_requests_cancelled_total)" = 2 ] && [ "$(metric specdec_live_sessions)" = 0 ] &&
+        [ "$(metric specdec_kv_cells_used)" = 0 ] && break
+    sleep 0.1
+    i=$((i + 1))
+done
+[ $i -lt 100 ] && ok || bad "disconnect while waiting: cancelled $(metric specdec_requests_cancelled_total), live $(metric specdec_live_sessions)"
+
+# a slow client (its body trickles in for ~2 s) holds only its own connection: others are answered meanwhile
+body "$P3" 20 "$M1" | jq -c --arg pad "$(printf '%0400d' 0)" '.user = $pad' >"$TMP/slow.json"
+curl -s --max-time 60 --limit-rate 200 -o "$TMP/slow.out" -w '%{http_code}' "$U/v1/completions" --data-binary @"$TMP/slow.json" >"$TMP/slow.code" &
+SLOW=$!
+sleep 0.3
+t0=$(date +%s)
+code=$(post /v1/completions "$(body "$P1" 5 "$M1")" "$TMP/r.json")
+t1=$(date +%s)
+wait "$SLOW"
+[ "$code" = 200 ] && [ $((t1 - t0)) -le 1 ] && [ "$(cat "$TMP/slow.code")" = 200 ] &&
+    [ "$(jq -r '.choices[0].text' "$TMP/slow.out")" = "$(gen "$P3" 20)" ] && ok ||
+    bad "slow client: fast one $code in $((t1 - t0)) s, slow one $(cat "$TMP/slow.code")"
+
+# 1,000 connections opened and dropped (half of them mid-request), 50 streams dropped after 0.2 s: still serving,
+# nothing left running
+if command -v bash >/dev/null 2>&1; then
+    bash -c 'for i in $(seq 500); do exec 3<>/dev/tcp/127.0.0.1/$1 && exec 3>&-
+             exec 3<>/dev/tcp/127.0.0.1/$1 && printf "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99\r\n\r\n{\"prompt\"" >&3
+             exec 3>&-; done' sh "$PORT" 2>/dev/null
+    seq 50 | xargs -P 10 -I{} curl -s -N --max-time 0.2 -o /dev/null "$U/v1/completions" \
+        -d '{"prompt": "Once upon a time", "max_tokens": 4000, "ignore_eos": true, "stream": true}'
+    i=0
+    while [ $i -lt 200 ]; do
+        [ "$(metric specdec_live_sessions)" = 0 ] && [ "$(metric specdec_queue_length)" = 0 ] &&
+            [ "$(metric specdec_kv_cells_used)" = 0 ] && break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    exp=$(gen "$P4" 30 $A3)
+    code=$(post /v1/completions "$(body "$P4" 30 "$M3")" "$TMP/r.json")
+    [ $i -lt 200 ] && [ "$code" = 200 ] && [ "$(jq -r '.choices[0].text' "$TMP/r.json")" = "$exp" ] && ok ||
+        bad "after 1,000 dropped connections: live $(metric specdec_live_sessions), queue $(metric specdec_queue_length), status $code"
+fi
+
 # /metrics: the families and acceptance per draft position by method
 curl -s --max-time 10 "$U/metrics" >"$TMP/m.txt"
 for fam in 'specdec_requests_total{method="ngram"}' 'specdec_prompt_tokens_total{method="none"}' \

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,16 +75,16 @@ static int conn_fd(struct MHD_Connection *c) {
     return ci ? ci->connect_fd : -1;
 }
 
-/* Waits (under j->mu, held by the caller) until the job has output past `seen` or is done; false when the client
- * went away meanwhile (the job is then cancelled). */
+/* Waits (under j->mu, held by the caller) until the job is done or, when `seen` is not SIZE_MAX, has output past
+ * `seen`; false when the client went away meanwhile (the job is then cancelled). */
 static bool wait_output(sv_server *s, sv_job *j, size_t seen, int fd) {
-    while (!j->done && j->out_len <= seen) {
+    while (!j->done && (seen == SIZE_MAX || j->out_len <= seen)) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += 100 * 1000000L;
         if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
         pthread_cond_timedwait(&j->cv, &j->mu, &until);
-        if (!j->done && j->out_len <= seen && client_gone(fd)) {
+        if (!j->done && client_gone(fd)) {
             j->cancelled = true;
             pthread_mutex_unlock(&j->mu);
             sv_queue_kick(s->queue);
@@ -288,8 +289,7 @@ static enum MHD_Result generate(sv_server *s, struct MHD_Connection *c, sv_kind 
         return ok;
     }
     pthread_mutex_lock(&j->mu);
-    bool here = true;
-    while (here && !j->done) here = wait_output(s, j, j->out_len, fd);
+    bool here = wait_output(s, j, SIZE_MAX, fd);
     char *body = NULL;
     int status = 200;
     if (here) {

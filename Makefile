@@ -16,7 +16,7 @@ LIB      := $(BUILD)/libspecdec.a
 CLI      := $(BUILD)/specdec
 EXAMPLE  := $(BUILD)/example_simple
 
-.PHONY: all test check demo asan fuzz clean help
+.PHONY: all test check demo asan fuzz clean help loadtest loadtest-short
 all: $(LIB) $(CLI) $(EXAMPLE) $(TESTS)
 
 help:
@@ -26,6 +26,7 @@ help:
 	@echo "make test     build and run the tests (optimised build only)"
 	@echo "make asan     run the test suite under AddressSanitizer + UBSan (in build-asan/)"
 	@echo "make fuzz     build and briefly run the GGUF reader fuzzer (clang libFuzzer)"
+	@echo "make loadtest 64 clients against specdec serve for 5 minutes (loadtest-short: 30 s); LOAD_* in tests/loadtest.sh"
 
 $(BUILD)/src/kernels/kern_avx2.o: src/kernels/kern_avx2.c
 	@mkdir -p $(dir $@)
@@ -63,6 +64,12 @@ demo: $(CLI)
 
 test: all
 	BUILD=$(BUILD) SHARED=$(SHARED) sh tests/run.sh
+
+loadtest: $(CLI)
+	BUILD=$(BUILD) SHARED=$(SHARED) LOAD_CLIENTS=$${LOAD_CLIENTS:-64} LOAD_SECONDS=$${LOAD_SECONDS:-300} sh tests/loadtest.sh
+
+loadtest-short: $(CLI)
+	BUILD=$(BUILD) SHARED=$(SHARED) LOAD_CLIENTS=$${LOAD_CLIENTS:-64} LOAD_SECONDS=$${LOAD_SECONDS:-30} sh tests/loadtest.sh
 
 check:
 	SHARED=$(SHARED) sh tests/check.sh

@@ -323,9 +323,19 @@ else
     bad "queue server start: $(cat "$TMP/q.log")"
 fi
 
-# ---------------------------------------------------------------- API key
-if start_server "$TMP/k.log" -c 256 --api-key s3cret; then
+# ---------------------------------------------------------------- API key, idle timeout
+if start_server "$TMP/k.log" -c 4096 --api-key s3cret --idle-timeout 1; then
     U=http://127.0.0.1:$PORT
+    # a client that stalls in its body is closed after the idle timeout; an answer that takes longer is not cut
+    code=$( (sleep 4; echo) | curl -s --max-time 10 -o /dev/null -w '%{http_code} %{time_total}' -H 'Authorization: Bearer s3cret' \
+        -H 'Content-Length: 100' "$U/v1/completions" --data-binary @-)
+    secs=${code#* }
+    [ "${code% *}" = 000 ] && [ "${secs%%.*}" -le 2 ] && ok || bad "stalled client: status and time $code"
+    code=$(curl -s --max-time 120 -o "$TMP/r.json" -w '%{http_code} %{time_total}' -H 'Authorization: Bearer s3cret' "$U/v1/completions" \
+        -d '{"prompt": "Once upon a time", "max_tokens": 2500, "ignore_eos": true}')
+    [ "${code% *}" = 200 ] && [ "$(jq -r .usage.completion_tokens "$TMP/r.json")" = 2500 ] && ok ||
+        bad "a long answer with --idle-timeout 1: $code"
+    echo "   (2500 tokens in ${code#* } s with --idle-timeout 1)"
     [ "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' "$U/health")" = 200 ] && ok || bad "/health needs no key"
     [ "$(curl -s --max-time 10 -o "$TMP/err.json" -w '%{http_code}' "$U/v1/models")" = 401 ] && grep -q invalid_api_key "$TMP/err.json" &&
         ok || bad "no key: not 401"

@@ -38,6 +38,8 @@ static void usage(FILE *f) {
             "      --max-body BYTES    largest request body (default 8388608); larger gets 413\n"
             "      --timeout SECONDS   per request, from its arrival (default 600; 0 = none)\n"
             "      --max-connections N open connections at most (default 1024)\n"
+            "      --idle-timeout S    close a connection idle for S seconds, e.g. a client that sends too slowly\n"
+            "                          (default 60; 0 = never; not while its request is being answered)\n"
             "      --token-budget N    positions per scheduler step over all sequences (default: -b)\n"
             "  -n, --n-predict N       max_tokens when a request gives none (default 128; -1 = to the end of the context)\n"
             "  --draft-model FILE      loaded whatever --spec is, so that requests can choose \"method\": \"draft\"\n",
@@ -82,6 +84,7 @@ int cmd_serve(int argc, char **argv) {
     s.max_body = (size_t)8 << 20;
     s.timeout_s = 600;
     s.max_connections = 1024;
+    s.idle_timeout_s = 60;
     int P = 4, queue_limit = 64, budget = 0;
     const char *alias = NULL, *tpl_arg = NULL;
     for (int i = 1; i < argc; i++) {
@@ -95,7 +98,7 @@ int cmd_serve(int argc, char **argv) {
         if (t > 0) continue;
         static const char *const own[] = {"--host", "--port", "--parallel", "--queue-limit", "--api-key",
                                           "--chat-template", "--alias", "--max-body", "--timeout",
-                                          "--max-connections", "--token-budget", NULL};
+                                          "--max-connections", "--token-budget", "--idle-timeout", NULL};
         const char *v = run_opts_own(argc, argv, &i, own, "serve");
         if (!v) return 2;
         int x = 0;
@@ -112,6 +115,8 @@ int cmd_serve(int argc, char **argv) {
             if (!cli_int(a, v, 0, 1 << 20, &queue_limit)) return 2;
         } else if (!strcmp(a, "--max-connections")) {
             if (!cli_int(a, v, 1, 1 << 16, &s.max_connections)) return 2;
+        } else if (!strcmp(a, "--idle-timeout")) {
+            if (!cli_int(a, v, 0, 1 << 24, &s.idle_timeout_s)) return 2;
         } else if (!strcmp(a, "--token-budget")) {
             if (!cli_int(a, v, 1, 1 << 20, &budget)) return 2;
         } else if (!strcmp(a, "--max-body")) {

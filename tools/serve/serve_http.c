@@ -418,7 +418,7 @@ bool sv_http_start(sv_server *s, char *err, int cap) {
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(flags, (uint16_t)s->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT,
-                                 (unsigned)s->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+                                 (unsigned)s->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->idle_timeout_s,
                                  MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->daemon) {

@@ -24,6 +24,7 @@ typedef struct sv_server {
     size_t max_body;         /* bytes */
     double timeout_s;        /* per request, from arrival; 0: none */
     int max_connections;
+    int idle_timeout_s;      /* a connection idle this long is closed (slow clients); the wait for an answer does not count */
     char model_id[256];
     /* set when the model is loaded (before state becomes SV_READY) */
     sv_defaults def;

@@ -324,8 +324,14 @@ else
 fi
 
 # ---------------------------------------------------------------- API key, idle timeout
-if start_server "$TMP/k.log" -c 4096 --api-key s3cret --idle-timeout 1; then
+if start_server "$TMP/k.log" -c 4096 --api-key s3cret --idle-timeout 1 --spec ngram --gamma 3 --temp 0; then
     U=http://127.0.0.1:$PORT
+    # the server's flags are the defaults of a request: its method and temperature
+    exp=$(gen "$P1" 30 --spec ngram --gamma 3)
+    code=$(curl -s --max-time 60 -o "$TMP/r.json" -w '%{http_code}' -H 'Authorization: Bearer s3cret' "$U/v1/completions" \
+        -d "{\"prompt\": \"$P1\", \"max_tokens\": 30}")
+    [ "$code" = 200 ] && [ "$(jq -r '.choices[0].text' "$TMP/r.json")" = "$exp" ] && [ "$(jq -r .usage.method "$TMP/r.json")" = ngram ] &&
+        ok || bad "server default method: $code $(cat "$TMP/r.json")"
     # a client that stalls in its body is closed after the idle timeout; an answer that takes longer is not cut
     code=$( (sleep 4; echo) | curl -s --max-time 10 -o /dev/null -w '%{http_code} %{time_total}' -H 'Authorization: Bearer s3cret' \
         -H 'Content-Length: 100' "$U/v1/completions" --data-binary @-)

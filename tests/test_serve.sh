@@ -242,18 +242,18 @@ while [ $i -lt 100 ]; do
 done
 [ $i -lt 100 ] && ok || bad "disconnect while waiting: cancelled $(metric specdec_requests_cancelled_total), live $(metric specdec_live_sessions)"
 
-# a slow client (its body trickles in for ~2 s) holds only its own connection: others are answered meanwhile
-body "$P3" 20 "$M1" | jq -c --arg pad "$(printf '%0400d' 0)" '.user = $pad' >"$TMP/slow.json"
+# a slow client (its body trickles in for ~5 s) holds only its own connection: another is answered meanwhile
+body "$P3" 20 "$M1" | jq -c --arg pad "$(printf '%01000d' 0)" '.user = $pad' >"$TMP/slow.json"
 curl -s --max-time 60 --limit-rate 200 -o "$TMP/slow.out" -w '%{http_code}' "$U/v1/completions" --data-binary @"$TMP/slow.json" >"$TMP/slow.code" &
 SLOW=$!
 sleep 0.3
-t0=$(date +%s)
 code=$(post /v1/completions "$(body "$P1" 5 "$M1")" "$TMP/r.json")
-t1=$(date +%s)
+still=0
+kill -0 "$SLOW" 2>/dev/null && still=1
 wait "$SLOW"
-[ "$code" = 200 ] && [ $((t1 - t0)) -le 1 ] && [ "$(cat "$TMP/slow.code")" = 200 ] &&
+[ "$code" = 200 ] && [ $still = 1 ] && [ "$(cat "$TMP/slow.code")" = 200 ] &&
     [ "$(jq -r '.choices[0].text' "$TMP/slow.out")" = "$(gen "$P3" 20)" ] && ok ||
-    bad "slow client: fast one $code in $((t1 - t0)) s, slow one $(cat "$TMP/slow.code")"
+    bad "slow client: the other got $code (slow one still sending: $still), the slow one $(cat "$TMP/slow.code")"
 
 # 1,000 connections opened and dropped (half of them mid-request), 50 streams dropped after 0.2 s: still serving,
 # nothing left running
@@ -302,7 +302,7 @@ wait "$CURL"
     ok || bad "SIGTERM drain: exit $rc, stream ends $(tail -c 200 "$TMP/drain.txt")"
 
 # ---------------------------------------------------------------- queue limit and per-request timeout
-if start_server "$TMP/q.log" -c $CTX --parallel 1 --queue-limit 0 --timeout 1.5; then
+if start_server "$TMP/q.log" -c $CTX --parallel 1 --queue-limit 0 --timeout 3; then
     U=http://127.0.0.1:$PORT
     curl -s -N --max-time 30 -o "$TMP/long.txt" "$U/v1/completions" \
         -d '{"prompt": "Once upon a time", "max_tokens": 8000, "ignore_eos": true, "temperature": 0, "stream": true}' &
@@ -336,7 +336,7 @@ if start_server "$TMP/k.log" -c 4096 --api-key s3cret --idle-timeout 1 --spec ng
     code=$( (sleep 4; echo) | curl -s --max-time 10 -o /dev/null -w '%{http_code} %{time_total}' -H 'Authorization: Bearer s3cret' \
         -H 'Content-Length: 100' "$U/v1/completions" --data-binary @-)
     secs=${code#* }
-    [ "${code% *}" = 000 ] && [ "${secs%%.*}" -le 2 ] && ok || bad "stalled client: status and time $code"
+    [ "${code% *}" = 000 ] && [ "${secs%%.*}" -le 3 ] && ok || bad "stalled client: status and time $code"
     code=$(curl -s --max-time 120 -o "$TMP/r.json" -w '%{http_code} %{time_total}' -H 'Authorization: Bearer s3cret' "$U/v1/completions" \
         -d '{"prompt": "Once upon a time", "max_tokens": 2500, "ignore_eos": true}')
     [ "${code% *}" = 200 ] && [ "$(jq -r .usage.completion_tokens "$TMP/r.json")" = 2500 ] && ok ||

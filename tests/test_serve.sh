@@ -374,6 +374,28 @@ if $CLI gen-model --shape test-tiny --type f32 --vocab "$SHARED/models/vocab/ggm
     fi
     TGT=$TGT_SAVE
 fi
+# while the model loads, /health and requests get 503 (the model is a FIFO: loading waits until it is opened for
+# writing; then it is refused as not a regular file and the server exits non-zero)
+if mkfifo "$TMP/slow.gguf" 2>/dev/null; then
+    $CLI serve -m "$TMP/slow.gguf" --port 0 -t 1 >/dev/null 2>"$TMP/l.log" &
+    LPID=$!
+    PIDS="$PIDS $LPID"
+    PORT=""
+    i=0
+    while [ $i -lt 100 ] && [ -z "$PORT" ]; do
+        PORT=$(sed -n 's/.*listening on http:\/\/[0-9.]*:\([0-9][0-9]*\).*/\1/p' "$TMP/l.log")
+        [ -n "$PORT" ] || sleep 0.1
+        i=$((i + 1))
+    done
+    h=$(curl -s --max-time 10 -w ' %{http_code}' "http://127.0.0.1:$PORT/health")
+    [ "$h" = '{"status":"loading"} 503' ] && ok || bad "/health while loading: $h"
+    code=$(curl -s --max-time 10 -o "$TMP/err.json" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/completions" -d '{"prompt": "x"}')
+    [ "$code" = 503 ] && grep -q '"code":"loading"' "$TMP/err.json" && ok || bad "request while loading: $code $(cat "$TMP/err.json")"
+    : >"$TMP/slow.gguf"
+    wait "$LPID"
+    rc=$?
+    [ $rc -ne 0 ] && grep -q "error:.*slow.gguf" "$TMP/l.log" && ok || bad "a model that fails to load: exit $rc, $(cat "$TMP/l.log")"
+fi
 echo "{% for m in messages %}{{ m.content }}{% endfor %}" >"$TMP/odd.jinja"
 $CLI serve -m "$TGT" --chat-template "$TMP/odd.jinja" --port 0 >/dev/null 2>"$TMP/e.txt"
 [ $? -ne 0 ] && grep -q "none of the known families" "$TMP/e.txt" && ok || bad "unknown template file: $(cat "$TMP/e.txt")"

@@ -34,7 +34,7 @@ SHLIB    := $(BUILD)/libspecdec.so.$(VERSION)
 CLI      := $(BUILD)/specdec
 EXAMPLE  := $(BUILD)/example_simple
 
-.PHONY: all test check demo deps asan fuzz clean help install uninstall
+.PHONY: all test check demo deps asan fuzz clean help install uninstall loadtest loadtest-short
 all: $(LIB) $(SHLIB) $(CLI) $(EXAMPLE) $(TESTS)
 
 help:
@@ -47,6 +47,7 @@ help:
 	@echo "              specdec.pc, the specdec binary;  make uninstall (same PREFIX) removes exactly those"
 	@echo "make asan     run the test suite under AddressSanitizer + UBSan (in build-asan/)"
 	@echo "make fuzz     build and briefly run the fuzzers: GGUF reader, model load + forward, JSONL (clang libFuzzer)"
+	@echo "make loadtest 64 clients against specdec serve for 5 minutes (loadtest-short: 30 s); LOAD_* in tests/loadtest.sh"
 
 $(BUILD)/src/kernels/kern_avx2.o: src/kernels/kern_avx2.c
 	@mkdir -p $(dir $@)
@@ -72,9 +73,18 @@ $(SHLIB): $(LIB_OBJ) src/libspecdec.map
 	ln -sf $(notdir $@) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/libspecdec.so
 
-CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/*.c))
+# The CLI; its server (tools/serve/) alone links libmicrohttpd and cJSON, so the library stays free of them.
+CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/*.c tools/serve/*.c))
+SERVE_LIBS := -lmicrohttpd -lcjson
+$(BUILD)/tools/serve/%.o: CFLAGS += -Itools
 $(CLI): $(CLI_OBJ) $(LIB)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) $(SERVE_LIBS) $(LDLIBS)
+
+# the server's modules without the HTTP front, for their unit test
+SERVE_UNIT_OBJ := $(patsubst %.c,$(BUILD)/%.o,tools/serve/chat_tpl.c tools/serve/serve_req.c tools/serve/serve_resp.c tools/serve/serve_metrics.c)
+$(BUILD)/tests/test_serve_units.o: CFLAGS += -Itools/serve -Itools
+$(BUILD)/tests/test_serve_units: $(BUILD)/tests/test_serve_units.o $(BUILD)/tests/testlib.o $(SERVE_UNIT_OBJ) $(LIB)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) -lcjson $(LDLIBS)
 
 $(EXAMPLE): $(BUILD)/examples/simple.o $(LIB)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
@@ -94,6 +104,12 @@ deps:
 
 test: all
 	BUILD=$(BUILD) SHARED=$(SHARED) sh tests/run.sh
+
+loadtest: $(CLI)
+	BUILD=$(BUILD) SHARED=$(SHARED) LOAD_CLIENTS=$${LOAD_CLIENTS:-64} LOAD_SECONDS=$${LOAD_SECONDS:-300} sh tests/loadtest.sh
+
+loadtest-short: $(CLI)
+	BUILD=$(BUILD) SHARED=$(SHARED) LOAD_CLIENTS=$${LOAD_CLIENTS:-64} LOAD_SECONDS=$${LOAD_SECONDS:-30} sh tests/loadtest.sh
 
 check:
 	SHARED=$(SHARED) sh tests/check.sh

@@ -134,7 +134,7 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
         fprintf(stderr, "error: --spec draft needs --draft-model FILE\n");
         return false;
     }
-    if ((o->draft_path || o->draft_type) && o->spec.method != SD_SPEC_DRAFT) {
+    if ((o->draft_path || o->draft_type) && o->spec.method != SD_SPEC_DRAFT && !o->draft_any_method) {
         fprintf(stderr, "error: --draft-model/--draft-type need --spec draft\n");
         return false;
     }
@@ -154,7 +154,7 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
     sd_model_get_info(env->model, info);
     fprintf(stderr, "model: %s (%s, %s weights, %d layers, dim %d, vocab %d, %.1f MiB)\n", o->model_path, info->arch,
             info->weight_type, info->n_layer, info->n_embd, info->n_vocab, (double)info->weight_bytes / (1 << 20));
-    if (o->spec.method == SD_SPEC_DRAFT) {
+    if (o->draft_path && (o->spec.method == SD_SPEC_DRAFT || o->draft_any_method)) {
         sd_model_params dp = sd_model_default_params();
         dp.convert_type = o->draft_type;
         dp.no_mmap = o->no_mmap;

@@ -12,6 +12,8 @@ typedef struct run_opts {
     const char *model_path, *tok_path, *draft_path, *draft_type, *heads_path;
     int n_predict;
     bool ignore_eos, no_bos, seed_set, no_mmap, mlock;
+    /* load --draft-model (and give it a context) whatever the default method is: the server's requests choose */
+    bool draft_any_method;
     sd_sampler_params sp;
     sd_ctx_params cp;
     sd_spec_params spec;

@@ -18,6 +18,7 @@ static void usage_main(FILE *f) {
             "commands:\n"
             "  generate   generate text from a prompt\n"
             "  batch      answer a prompt set, many sequences at once (continuous batching)\n"
+            "  serve      an OpenAI-compatible HTTP server (per-request speculative method)\n"
             "  bench      benchmarks: decode (vs roofline), block (T(k)/T(1)), bandwidth\n"
             "  gen-model  write a seeded random-weight GGUF of a real shape (for speed work)\n"
             "  train      train exit heads (train exit-heads) for early-exit drafting\n"
@@ -223,6 +224,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "generate")) rc = cmd_generate(argc - 1, argv + 1);
     else if (!strcmp(cmd, "bench")) rc = cmd_bench(argc - 1, argv + 1);
     else if (!strcmp(cmd, "batch")) rc = cmd_batch(argc - 1, argv + 1);
+    else if (!strcmp(cmd, "serve")) rc = cmd_serve(argc - 1, argv + 1);
     else if (!strcmp(cmd, "gen-model")) rc = cmd_gen_model(argc - 1, argv + 1);
     else if (!strcmp(cmd, "train")) rc = cmd_train(argc - 1, argv + 1);
     else {

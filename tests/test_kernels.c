@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/gguf.h"
+#include "kernels/wtype.h"
 #include "kernels/kern.h"
 #include "util/fp16.h"
 #include "testlib.h"
@@ -245,6 +245,7 @@ static void check_quantize(const kern_ops *ops) {
 }
 
 int main(void) {
+    int nt = 0;
     const kern_ops *a = kern_avx2();
     uint32_t types[] = {GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0};
     if (!a) printf("  (no AVX2 on this CPU: checking the scalar table against itself)\n");
@@ -253,6 +254,20 @@ int main(void) {
     if (a) check_attention(a);
     check_softmax_silu(a ? a : kern_scalar());
     check_quantize(a ? a : kern_scalar());
+    /* the type table: names unique and listed in wtype_names, found by name in either case, layouts consistent */
+    for (const wtype_info *t; (t = wtype_at(nt)) != NULL; nt++) {
+        uint32_t ty = 999;
+        char up[16];
+        snprintf(up, sizeof up, "%s", t->name);
+        for (char *c = up; *c; c++) *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+        CHECK(wtype_from_name(t->name, &ty) && ty == t->type, "%s not found by name", t->name);
+        CHECK(wtype_from_name(up, &ty) && ty == t->type, "%s not found by upper-case name", up);
+        CHECK(strstr(wtype_names(), t->name) != NULL, "wtype_names() lacks %s", t->name);
+        CHECK(wtype_get(t->type) == t && ggml_row_bytes(t->type, 256 * t->block_elems) == (size_t)256 * t->block_bytes,
+              "%s: table lookup or row bytes wrong", t->name);
+        CHECK(t->to_float && t->from_float && kern_scalar()->mm[t->type], "%s: missing conversion or scalar kernel", t->name);
+    }
+    CHECK(!wtype_from_name("q4_2", &(uint32_t){0}), "an unknown name was accepted");
     /* fp16 conversion round trips every half value */
     int bad = 0;
     for (uint32_t h = 0; h < 65536; h++) {

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/gguf.h"
 #include "util/fp16.h"
 
 void kern_quantize_q8(const float *x, int n_cols, act_q8 *out) {

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/wtype.h"
+
 /* An activation block of 32 values: the fp16-rounded scale as float + 32 int8, and s8[i] = 8 (qs[2i] + qs[2i+1])
  * (lets q4_0 kernels multiply the stored unsigned nibbles directly: sum (n - 8) x = sum n x - sum 8 x). */
 typedef struct act_q8 {
@@ -27,7 +29,7 @@ typedef void (*kern_mm_fn)(const unsigned char *w, size_t row_bytes, int cols, c
 
 typedef struct kern_ops {
     const char *name;  /* "scalar" or "avx2" */
-    kern_mm_fn mm[31]; /* indexed by ggml type (0 f32, 1 f16, 2 q4_0, 8 q8_0, 30 bf16); NULL = unsupported */
+    kern_mm_fn mm[GGML_TYPE_LIMIT]; /* indexed by ggml type (wtype.h); NULL = unsupported */
     /* attention helpers (fixed order for a given n): sum a[i]*b[i]; y[i] += s * x[i] */
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float s, const float *x, int n);
@@ -64,8 +66,11 @@ const kern_ops *kern_best(void);
  * and -1 when threads cannot be started. */
 double kern_peak(uint32_t type, int n_threads, double seconds);
 
-/* Whether a type takes quantized activations. */
-static inline bool kern_type_is_quant(uint32_t type) { return type == 2 || type == 8; }
+/* Whether a type takes quantized activations (wtype's activation format is not f32). */
+static inline bool kern_type_is_quant(uint32_t type) {
+    const wtype_info *t = wtype_get(type);
+    return t && t->act != WT_ACT_F32;
+}
 /* Quantizes x[n_cols] (n_cols % 32 == 0) to n_cols/32 blocks: d = max |x| / 127 (stored fp16-rounded),
  * q = round(x / d) with halves away from zero (the reference; the tables' quantize_q8 gives the same bits). */
 void kern_quantize_q8(const float *x, int n_cols, act_q8 *out);

@@ -18,7 +18,6 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "io/gguf.h"
 #include "util/fp16.h"
 
 #define INLINE static inline __attribute__((always_inline))

@@ -56,8 +56,8 @@ sd_status sd_model_generate(const sd_gen_model_params *p, const char *out_path, 
         return err_set(err, SD_ERR_ARG, "unknown shape '%s' (test-tiny, llama-68m, llama-160m, tinyllama-1.1b, llama2-7b)",
                        p->shape);
     uint32_t type;
-    if (!ggml_weight_type_from_name(p->type, &type))
-        return err_set(err, SD_ERR_ARG, "unknown weight type '%s' (" GGML_WEIGHT_TYPE_NAMES ")", p->type);
+    if (!wtype_from_name(p->type, &type))
+        return err_set(err, SD_ERR_ARG, "unknown weight type '%s' (%s)", p->type, wtype_names());
     gguf_file vf;
     sd_status st = gguf_open(&vf, p->vocab_path, err);
     if (st) return st;
@@ -95,7 +95,7 @@ sd_status sd_model_generate(const sd_gen_model_params *p, const char *out_path, 
 #define MAT(nm, cols, rows, sc)                                                                                   \
     do {                                                                                                          \
         int64_t ne[2] = {(cols), (rows)};                                                                         \
-        gguf_writer_tensor(w, nm, type, 2, ne);                                                                   \
+        gguf_writer_tensor(w, nm, wtype_fit(type, (cols)), 2, ne);                                                \
         if (g.scale && g.row_len) g.scale[ti] = (sc), g.row_len[ti] = (cols);                                                                        \
         ti++;                                                                                                     \
     } while (0)

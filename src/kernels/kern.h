@@ -4,8 +4,9 @@
  * Y[p][r] = sum_c W[r][c] * X[p][c] for rows r in [r0, r1) and positions p in [0, n).
  * Batch invariance: the value of Y[p][r] is computed by the same sequence of operations whatever n, the tile
  * a position falls in, or the row range (thread split): one accumulation chain per (row, position) over the
- * columns in a fixed order. Quantized types (q8_0, q4_0) take the activations pre-quantized to q8_0 blocks
- * (kern_quantize_q8), as llama.cpp does, and use integer dot products per 32-block. */
+ * columns in a fixed order. Quantized types take the activations pre-quantized, as llama.cpp does, in their
+ * type's activation format (wtype.h): q8_0 and q4_0 to act_q8 blocks (kern_quantize_q8), the K-quants to act_q8k
+ * blocks (kern_quantize_q8k, kquant.h), and use integer dot products per block. */
 #ifndef SD_KERNELS_KERN_H
 #define SD_KERNELS_KERN_H
 #include <stdbool.h>
@@ -22,7 +23,7 @@ typedef struct act_q8 {
     int16_t s8[16];
 } act_q8;
 
-/* w: [rows][row_bytes] weights; x: [n][x_stride bytes] float rows (float types) or act_q8 rows (quantized);
+/* w: [rows][row_bytes] weights; x: [n][x_stride bytes] float rows (float types) or activation block rows (quantized);
  * y: [n][ldy] floats. cols: elements per row. */
 typedef void (*kern_mm_fn)(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
                            float *y, int ldy, int r0, int r1);

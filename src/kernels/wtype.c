@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kernels/kquant.h"
 #include "util/fp16.h"
 
 /* ------------------------------------------------------------------ float types */
@@ -103,6 +104,16 @@ static void q4_0_from_float(const float *x, void *out, int64_t n) {
     }
 }
 
+/* ------------------------------------------------------------------ K-quants (kquant.c) */
+#define KQ_ROW_FNS(nm, T)                                                                                         \
+    static void nm##_to_float(const void *row, float *out, int64_t n) { kq_to_float(T, row, out, n); }           \
+    static void nm##_from_float(const float *x, void *out, int64_t n) { kq_from_float(T, x, out, n); }
+KQ_ROW_FNS(q2_k, GGML_Q2_K)
+KQ_ROW_FNS(q3_k, GGML_Q3_K)
+KQ_ROW_FNS(q4_k, GGML_Q4_K)
+KQ_ROW_FNS(q5_k, GGML_Q5_K)
+KQ_ROW_FNS(q6_k, GGML_Q6_K)
+
 /* ------------------------------------------------------------------ the table */
 static const wtype_info TYPES[] = {
     {GGML_F32, "f32", 1, 4, WT_ACT_F32, f32_to_float, f32_from_float},
@@ -110,6 +121,11 @@ static const wtype_info TYPES[] = {
     {GGML_BF16, "bf16", 1, 2, WT_ACT_F32, bf16_to_float, bf16_from_float},
     {GGML_Q8_0, "q8_0", 32, 34, WT_ACT_Q8_0, q8_0_to_float, q8_0_from_float},
     {GGML_Q4_0, "q4_0", 32, 18, WT_ACT_Q8_0, q4_0_to_float, q4_0_from_float},
+    {GGML_Q2_K, "q2_K", 256, 84, WT_ACT_Q8_K, q2_k_to_float, q2_k_from_float},
+    {GGML_Q3_K, "q3_K", 256, 110, WT_ACT_Q8_K, q3_k_to_float, q3_k_from_float},
+    {GGML_Q4_K, "q4_K", 256, 144, WT_ACT_Q8_K, q4_k_to_float, q4_k_from_float},
+    {GGML_Q5_K, "q5_K", 256, 176, WT_ACT_Q8_K, q5_k_to_float, q5_k_from_float},
+    {GGML_Q6_K, "q6_K", 256, 210, WT_ACT_Q8_K, q6_k_to_float, q6_k_from_float},
 };
 enum { N_TYPES = sizeof TYPES / sizeof TYPES[0] };
 
@@ -130,7 +146,7 @@ bool wtype_from_name(const char *name, uint32_t *type) {
     return false;
 }
 
-const char *wtype_names(void) { return "f32, f16, bf16, q8_0, q4_0"; }
+const char *wtype_names(void) { return "f32, f16, bf16, q8_0, q4_0, q2_K, q3_K, q4_K, q5_K, q6_K"; }
 
 bool ggml_type_layout(uint32_t type, int *block_elems, int *block_bytes) {
     const wtype_info *t = wtype_get(type);

@@ -59,11 +59,10 @@ static int q6_ql(int i) { return 64 * (i / 128) + ((i % 128) / 32 % 2) * 32 + i 
 static int q6_shift(int i) { return (i % 128) / 64 * 4; }
 static int q6_qh(int i) { return 32 * (i / 128) + i % 32; }
 
-void kq_unpack(uint32_t type, const unsigned char *b, kq_fields *f) {
+void kq_unpack_scales(uint32_t type, const unsigned char *b, kq_fields *f) {
     switch (type) {
     case GGML_Q2_K:
         for (int g = 0; g < 16; g++) f->sc[g] = b[g] & 0xf, f->mn[g] = b[g] >> 4;
-        for (int i = 0; i < QK_K; i++) f->u[i] = (uint8_t)two_bits(b + 16, i);
         f->d = ld_half(b + 80);
         f->dmin = ld_half(b + 82);
         break;
@@ -74,7 +73,6 @@ void kq_unpack(uint32_t type, const unsigned char *b, kq_fields *f) {
             f->sc[g] = (int16_t)((lo | (hi << 4)) - 32);
             f->mn[g] = 0;
         }
-        for (int i = 0; i < QK_K; i++) f->u[i] = (uint8_t)(two_bits(b + 32, i) | (((b[i % 32] >> (i / 32)) & 1) << 2));
         f->d = ld_half(b + 108);
         f->dmin = 0;
         break;
@@ -87,20 +85,37 @@ void kq_unpack(uint32_t type, const unsigned char *b, kq_fields *f) {
             f->sc[2 * s] = f->sc[2 * s + 1] = (int16_t)sc;
             f->mn[2 * s] = f->mn[2 * s + 1] = (int16_t)mn;
         }
-        if (type == GGML_Q4_K)
-            for (int i = 0; i < QK_K; i++) f->u[i] = (uint8_t)nib45(b + 16, i);
-        else
-            for (int i = 0; i < QK_K; i++)
-                f->u[i] = (uint8_t)(nib45(b + 48, i) | (((b[16 + i % 32] >> (2 * (i / 64) + (i % 64) / 32)) & 1) << 4));
         f->d = ld_half(b);
         f->dmin = ld_half(b + 2);
         break;
     case GGML_Q6_K:
         for (int g = 0; g < 16; g++) f->sc[g] = (int8_t)b[192 + g], f->mn[g] = 0;
-        for (int i = 0; i < QK_K; i++)
-            f->u[i] = (uint8_t)(((b[q6_ql(i)] >> q6_shift(i)) & 0xf) | (((b[128 + q6_qh(i)] >> (2 * ((i % 128) / 32))) & 3) << 4));
         f->d = ld_half(b + 208);
         f->dmin = 0;
+        break;
+    default: break;
+    }
+}
+
+void kq_unpack(uint32_t type, const unsigned char *b, kq_fields *f) {
+    kq_unpack_scales(type, b, f);
+    switch (type) {
+    case GGML_Q2_K:
+        for (int i = 0; i < QK_K; i++) f->u[i] = (uint8_t)two_bits(b + 16, i);
+        break;
+    case GGML_Q3_K:
+        for (int i = 0; i < QK_K; i++) f->u[i] = (uint8_t)(two_bits(b + 32, i) | (((b[i % 32] >> (i / 32)) & 1) << 2));
+        break;
+    case GGML_Q4_K:
+        for (int i = 0; i < QK_K; i++) f->u[i] = (uint8_t)nib45(b + 16, i);
+        break;
+    case GGML_Q5_K:
+        for (int i = 0; i < QK_K; i++)
+            f->u[i] = (uint8_t)(nib45(b + 48, i) | (((b[16 + i % 32] >> (2 * (i / 64) + (i % 64) / 32)) & 1) << 4));
+        break;
+    case GGML_Q6_K:
+        for (int i = 0; i < QK_K; i++)
+            f->u[i] = (uint8_t)(((b[q6_ql(i)] >> q6_shift(i)) & 0xf) | (((b[128 + q6_qh(i)] >> (2 * ((i % 128) / 32))) & 3) << 4));
         break;
     default: break;
     }

@@ -44,6 +44,8 @@ bool kq_is_kquant(uint32_t type);
 int kq_offset(uint32_t type);
 /* A super-block's fields (blk: block_bytes of a K-quant type). */
 void kq_unpack(uint32_t type, const unsigned char *blk, kq_fields *f);
+/* The scales, mins, d and dmin only (what kernels that unpack the levels themselves need). */
+void kq_unpack_scales(uint32_t type, const unsigned char *blk, kq_fields *f);
 /* The inverse (fields in range for the type: u < 2^bits, sc/mn within their bits; d, dmin exact fp16 values). */
 void kq_pack(uint32_t type, const kq_fields *f, unsigned char *blk);
 

@@ -10,8 +10,9 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: specdec gen-model --shape NAME --type TYPE --vocab VOCAB.gguf -o OUT.gguf [--seed S]\n\n"
             "Writes a GGUF with seeded random weights of a real model shape (streaming: memory stays small).\n"
-            "  --shape NAME   test-tiny | llama-68m | llama-160m | tinyllama-1.1b | llama2-7b\n"
-            "  --type TYPE    f32 | f16 | bf16 | q8_0 | q4_0 (all matrices; norms stay f32)\n"
+            "  --shape NAME   test-tiny | test-256 | llama-68m | llama-160m | tinyllama-1.1b | llama2-7b\n"
+            "  --type TYPE    f32 | f16 | bf16 | q8_0 | q4_0 | q2_k | q3_k | q4_k | q5_k | q6_k (all matrices;\n"
+            "                 norms stay f32; a matrix whose rows are not whole blocks of the type takes q8_0 or f16)\n"
             "  --vocab FILE   GGUF whose tokenizer is copied (e.g. ../shared/models/vocab/ggml-vocab-llama-spm.gguf)\n"
             "  -o, --out FILE output path\n"
             "  --seed S       default 1\n");

@@ -158,10 +158,10 @@ int main(void) {
     check_model("stories-ee.bin", "models/stories-ee.bin", "stories-ee", true);
     /* K-quant files written by llama-quantize (Q4_K_M = Q4_K + Q6_K, ...) from stories-ee widened to dim 768. Their
      * weights dequantise to stories-ee's within the types' error, and the kernels equal the dequantised dot
-     * (test_kernels); yet their logits move by 0.5-1.6% of max|logit| under rounding-level changes: the random extra
-     * heads share Q8_K activation blocks (256 values = 8 heads) with the real ones and set those blocks' scale, so
-     * any rounding difference (measured: storing our K/V in fp16, as llama.cpp's cache does) re-rounds the real
-     * heads' activations. llama.cpp's arithmetic differs from ours at that level (f16 cache, its attention), so the
+     * (test_kernels); yet their logits move by 0.5-1.6% of max|logit| under rounding-level changes (measured:
+     * storing our K/V in fp16, as llama.cpp's cache does). Likely amplifier: the random extra heads share Q8_K
+     * activation blocks (256 values = 8 heads) with the real ones and set those blocks' scale, so a small change
+     * re-rounds the real heads' activations. llama.cpp's arithmetic differs from ours at that level (f16 cache, its attention), so the
      * check is: tokens exact, logits within 5e-2 (measured up to 3.3e-2), and a greedy continuation leaves
      * llama.cpp's only at a near-tie. */
     static const char *const KQ[] = {"q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"};

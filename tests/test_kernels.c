@@ -381,6 +381,7 @@ int main(void) {
         CHECK(wtype_get(t->type) == t && ggml_row_bytes(t->type, 256 * t->block_elems) == (size_t)256 * t->block_bytes,
               "%s: table lookup or row bytes wrong", t->name);
         CHECK(t->to_float && t->from_float && kern_scalar()->mm[t->type], "%s: missing conversion or scalar kernel", t->name);
+        CHECK(!a || a->mm[t->type], "%s: missing AVX2 kernel", t->name);
     }
     CHECK(!wtype_from_name("q4_2", &(uint32_t){0}), "an unknown name was accepted");
     /* fp16 conversion round trips every half value */

@@ -67,11 +67,6 @@ const kern_ops *kern_best(void);
  * and -1 when threads cannot be started. */
 double kern_peak(uint32_t type, int n_threads, double seconds);
 
-/* Whether a type takes quantized activations (wtype's activation format is not f32). */
-static inline bool kern_type_is_quant(uint32_t type) {
-    const wtype_info *t = wtype_get(type);
-    return t && t->act != WT_ACT_F32;
-}
 /* Quantizes x[n_cols] (n_cols % 32 == 0) to n_cols/32 blocks: d = max |x| / 127 (stored fp16-rounded),
  * q = round(x / d) with halves away from zero (the reference; the tables' quantize_q8 gives the same bits). */
 void kern_quantize_q8(const float *x, int n_cols, act_q8 *out);

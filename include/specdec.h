@@ -58,9 +58,10 @@ typedef struct sd_model_params {
     /* llama2.c .bin models only: path of the tokenizer.bin. NULL: tok<vocab>.bin, then tokenizer.bin, beside
      * the model file. Ignored for GGUF (the tokenizer is in the metadata). */
     const char *tokenizer_path;
-    /* NULL: weights as stored. "f32", "f16", "bf16", "q8_0", "q4_0": convert every weight matrix at load (into
-     * memory the model owns), e.g. a Q4_0 copy of an F16 target as its own draft. Matrices whose rows are not
-     * whole 32-blocks become f16 when a block type is asked for. */
+    /* NULL: weights as stored. "f32", "f16", "bf16", "q8_0", "q4_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k": convert
+     * every weight matrix at load (into memory the model owns), e.g. a Q4_0 copy of an F16 target as its own draft.
+     * Matrices whose rows are not whole blocks of the type (32, or 256 for the K-quants) become q8_0 (rows of whole
+     * 32-blocks) or f16. */
     const char *convert_type;
     /* Read the whole file into memory the process owns instead of mapping it (the page cache is not guaranteed
      * to keep a mapping's pages on a loaded host; as llama.cpp's --no-mmap). */
@@ -78,7 +79,7 @@ void sd_model_free(sd_model *model);
 
 typedef struct sd_model_info {
     const char *arch;        /* "llama", "qwen2", ... (static string) */
-    const char *weight_type; /* dominant weight type of the layer matrices: "f32", "f16", "bf16", "q8_0", "q4_0" */
+    const char *weight_type; /* dominant weight type of the layer matrices: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", ... */
     int n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx_train;
     float rope_freq_base, norm_eps;
     size_t weight_bytes; /* bytes of all weight tensors */
@@ -100,8 +101,10 @@ double sd_kernel_peak(const char *type, int n_threads, double seconds);
 int sd_model_meta_str(const sd_model *model, const char *key, char *buf, int cap);
 
 /* Writes a GGUF with seeded random weights of a named real shape (for speed work; weight values do not matter
- * for speed). shape: "llama-68m", "llama-160m", "tinyllama-1.1b", "llama2-7b", or "test-tiny" (dim 64, 2 layers).
- * type: "f32", "f16", "bf16", "q8_0", "q4_0" (norms stay f32). vocab_path: a GGUF whose tokenizer.* metadata is
+ * for speed). shape: "llama-68m", "llama-160m", "tinyllama-1.1b", "llama2-7b", "test-tiny" (dim 64, 2 layers) or
+ * "test-256" (dim 256, ffn 512, 2 layers: rows of whole K-quant blocks). type: "f32", "f16", "bf16", "q8_0", "q4_0",
+ * "q2_k", "q3_k", "q4_k", "q5_k", "q6_k" (norms stay f32; a matrix whose rows are not whole blocks of the type takes
+ * q8_0 or f16). vocab_path: a GGUF whose tokenizer.* metadata is
  * copied (e.g. ../shared/models/vocab/ggml-vocab-llama-spm.gguf). Written streaming (memory O(row)). progress may
  * be NULL. */
 typedef struct sd_gen_model_params {

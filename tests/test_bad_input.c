@@ -114,9 +114,14 @@ static void test_gguf_corruptions(void) {
         expect_fail("wrong tensor shape", d, len, SD_ERR_FORMAT, "shape");
         /* unsupported type */
         memcpy(d, orig, len);
-        uint32_t ty = 12; /* q4_K */
+        uint32_t ty = 3; /* q4_1 */
         memcpy(q + 4 + 8 * nd, &ty, 4);
-        expect_fail("unsupported tensor type", d, len, 0, "q4_K");
+        expect_fail("unsupported tensor type", d, len, SD_ERR_UNSUPPORTED, "q4_1");
+        /* a K-quant type on rows that are not whole 256-blocks */
+        memcpy(d, orig, len);
+        ty = 12; /* q4_K */
+        memcpy(q + 4 + 8 * nd, &ty, 4);
+        expect_fail("K-quant rows not whole blocks", d, len, SD_ERR_FORMAT, "multiple of the q4_K block");
     }
     /* huge string length in the first key */
     memcpy(d, orig, len);

@@ -66,7 +66,13 @@ expect_err "gamma 10^6" "\-\-gamma" generate -m "$SHARED/models/stories260K.gguf
 expect_err "draft that is not a model" "draft model" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec draft --draft-model "$SHARED/data/README.md"
 expect_err "incompatible draft vocabulary" "cannot draft" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec draft --draft-model "$SHARED/models/tiny-llama-gpt2-f32.gguf"
 expect_err "unknown method" "\-\-spec" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec magic
-expect_err "bad draft type" "q3_k" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec draft --draft-model "$SHARED/models/stories260K.gguf" --draft-type q3_k
+expect_err "bad draft type" "q4_2" generate -m "$SHARED/models/stories260K.gguf" -p hi --spec draft --draft-model "$SHARED/models/stories260K.gguf" --draft-type q4_2
+# K-quant drafts converted at load (the widened stories-ee as its own Q4_K / Q2_K draft): lossless, and named
+W768="$SHARED/models/kquant/stories-ee-w768-q6_k.gguf"
+for t in q4_k q2_k; do
+    $CLI generate -m "$W768" -p "Once upon a time" -n 40 --temp 0 -t 2 --spec draft --draft-model "$W768" --draft-type $t --compare >"$out" 2>"$err"
+    if [ $? -eq 0 ] && grep -qi "draft: .*($t weights" "$err"; then ok; else bad "--draft-type $t: $(cat "$out" "$err")"; fi
+done
 
 # self-speculation methods, and the exit-head trainer
 heads=$(mktemp --suffix=.gguf)
@@ -126,6 +132,11 @@ expect_err "gen-model onto a device" "not a regular file" gen-model --shape test
 [ -c /dev/null ] && ok || bad "/dev/null is gone"
 expect_err "gen-model onto a folder" "not a regular file" gen-model --shape test-tiny --type f32 --vocab "$SHARED/models/vocab/ggml-vocab-llama-spm.gguf" -o "$tdir"
 $CLI gen-model --shape test-tiny --type f32 --vocab "$SHARED/models/vocab/ggml-vocab-llama-spm.gguf" -o "$tdir/m.gguf" >"$out" 2>"$err" && [ "$(ls "$tdir" | wc -l)" -eq 1 ] && $CLI generate -m "$tdir/m.gguf" -p hi -n 2 -t 1 >"$out" 2>&1 && ok || bad "gen-model over an existing file: $(ls "$tdir"; cat "$err")"
+# K-quant files through the reference quantisers: written, loaded, named, and runnable
+for t in q2_k q3_k q4_k q5_k q6_k; do
+    $CLI gen-model --shape test-256 --type $t --vocab "$SHARED/models/vocab/ggml-vocab-llama-spm.gguf" -o "$tdir/k.gguf" >"$out" 2>"$err" &&
+        $CLI generate -m "$tdir/k.gguf" -p hi -n 3 -t 1 >"$out" 2>"$err" && grep -qi "^model: .* $t weights" "$err" && ok || bad "gen-model --type $t: $(cat "$out" "$err")"
+done
 rm -rf "$tdir"
 
 # text inputs: folders, endless devices and NUL bytes are refused with a message (one reader for every text file)

@@ -38,6 +38,12 @@ $CLI gen-model --embed "$SMALL" --dim 384 --type q8_0 -o "$tdir/q.gguf" >/dev/nu
     $CLI generate -m "$tdir/q.gguf" -p "Once upon a time" -n 20 --temp 0 -t 1 >/dev/null 2>"$err" && ok ||
     bad "embed q8_0: $(cat "$err")"
 
+# K-quants: dim 768 (whole 256-blocks) as q4_k; dim 384 falls back per matrix (as gen-model does)
+for shape in "--dim 768 --ffn 512" "--dim 384"; do
+    $CLI gen-model --embed "$SMALL" $shape --type q4_k -o "$tdir/k.gguf" >/dev/null 2>"$err" &&
+        $CLI generate -m "$tdir/k.gguf" -p "Once upon a time" -n 20 --temp 0 -t 1 >/dev/null 2>"$err" && ok ||
+        bad "embed q4_k $shape: $(cat "$err")"
+done
 # bad arguments: a non-zero exit and a message naming the problem; nothing written
 expect_err() { # expect_err "what" "pattern" args...
     what=$1; pat=$2; shift 2
@@ -51,7 +57,6 @@ expect_err "head size not kept" "head size 32 is kept" gen-model --embed "$SMALL
 expect_err "ratio broken" "3 query heads per KV head" gen-model --embed "$SMALL" --dim 384 --kv-heads 6 --type f32 -o "$tdir/bad.gguf"
 expect_err "head count not a multiple of the group" "3 query heads per KV head" gen-model --embed "$SMALL" --dim 256 --type f32 -o "$tdir/bad.gguf"
 expect_err "ffn smaller" "smaller than the small model's 512" gen-model --embed "$SMALL" --dim 384 --ffn 256 --type f32 -o "$tdir/bad.gguf"
-expect_err "block type needs whole blocks" "multiples of 32" gen-model --embed "$SMALL" --dim 384 --ffn 520 --type q8_0 -o "$tdir/bad.gguf"
 expect_err "not a GGUF small model" "needs a GGUF model" gen-model --embed "$SHARED/models/stories260K.bin" --dim 128 --type f32 -o "$tdir/bad.gguf"
 expect_err "missing small model" "/no/such.gguf" gen-model --embed /no/such.gguf --dim 384 --type f32 -o "$tdir/bad.gguf"
 expect_err "embed with --shape" "drop --shape" gen-model --embed "$SMALL" --shape test-tiny --dim 384 --type f32 -o "$tdir/bad.gguf"

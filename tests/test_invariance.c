@@ -165,5 +165,22 @@ int main(void) {
         check_tree(TL_MODELS[i].name, m, info.n_vocab);
         sd_model_free(m);
     }
+    /* K-quant files: q2_k (Q2_K, Q3_K, Q6_K) and q3_k_m (Q3_K, Q4_K, Q5_K, Q6_K) hold every K-quant type */
+    static const char *const KQ[] = {"models/kquant/stories-ee-w768-q2_k.gguf", "models/kquant/stories-ee-w768-q3_k_m.gguf"};
+    for (int i = 0; i < 2; i++) {
+        sd_model *m;
+        sd_error err;
+        if (sd_model_load(tl_shared(KQ[i]), NULL, &m, &err) != SD_OK) {
+            CHECK(0, "load %s: %s", KQ[i], err.msg);
+            continue;
+        }
+        sd_model_info info;
+        sd_model_get_info(m, &info);
+        const char *name = strrchr(KQ[i], '/') + 1;
+        check_batch_invariance(name, m, info.n_vocab);
+        check_rollback(name, m, info.n_vocab);
+        check_tree(name, m, info.n_vocab);
+        sd_model_free(m);
+    }
     return tl_finish("test_invariance");
 }

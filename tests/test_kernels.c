@@ -4,8 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/gguf.h"
+#include "kernels/wtype.h"
 #include "kernels/kern.h"
+#include "kernels/kquant.h"
 #include "util/fp16.h"
 #include "testlib.h"
 
@@ -25,6 +26,7 @@ static unsigned char *make_weights(uint32_t type, int rows, int cols) {
         unsigned char *row = w + (size_t)r * rb;
         float v[4096];
         for (int c = 0; c < cols; c++) v[c] = frand();
+        if (kq_is_kquant(type)) wtype_get(type)->from_float(v, row, cols); /* the reference quantiser */
         if (type == GGML_F32) memcpy(row, v, (size_t)cols * 4);
         for (int c = 0; c < cols && (type == GGML_F16 || type == GGML_BF16); c++) {
             uint16_t h = type == GGML_F16 ? f32_to_fp16(v[c]) : f32_to_bf16(v[c]);
@@ -56,15 +58,16 @@ static unsigned char *make_weights(uint32_t type, int rows, int cols) {
 
 static void check_type(const kern_ops *ops, uint32_t type) {
     const kern_ops *ref = kern_scalar();
-    int shapes[][2] = {{1, 32}, {7, 64}, {37, 96}, {64, 256}, {13, 1024}, {5, 33}, {9, 172}, {3, 7}};
+    int shapes[][2] = {{1, 32}, {7, 64}, {37, 96}, {64, 256}, {13, 1024}, {5, 33}, {9, 172}, {3, 7}, {1, 256}, {11, 768}};
     double worst = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int rows = shapes[si][0], cols = shapes[si][1];
-        if (kern_type_is_quant(type) && cols % 32) continue;
+        const wtype_info *ti = wtype_get(type);
+        if (cols % ti->block_elems) continue;
         unsigned char *w = make_weights(type, rows, cols);
         size_t rb = ggml_row_bytes(type, cols);
-        /* blocks 1..16, and two past the kernels' 32-position groups */
-        static const int blocks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 33, 40};
+        /* blocks 1..16, and around and past the kernels' 32-position groups */
+        static const int blocks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 31, 33, 40, 64, 257};
         for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
             int n = blocks[bi];
             float *x = malloc((size_t)n * cols * sizeof *x);
@@ -72,11 +75,17 @@ static void check_type(const kern_ops *ops, uint32_t type) {
             const void *xin = x;
             size_t xs = (size_t)cols * sizeof(float);
             act_q8 *xq = NULL;
-            if (kern_type_is_quant(type)) {
+            act_q8k *xk = NULL;
+            if (ti->act == WT_ACT_Q8_0) {
                 xq = malloc((size_t)n * (cols / 32) * sizeof *xq);
                 for (int p = 0; p < n; p++) kern_quantize_q8(x + (size_t)p * cols, cols, xq + (size_t)p * (cols / 32));
                 xin = xq;
                 xs = (size_t)(cols / 32) * sizeof *xq;
+            } else if (ti->act == WT_ACT_Q8_K) {
+                xk = malloc((size_t)n * (cols / QK_K) * sizeof *xk);
+                for (int p = 0; p < n; p++) kern_quantize_q8k(x + (size_t)p * cols, cols, xk + (size_t)p * (cols / QK_K));
+                xin = xk;
+                xs = (size_t)(cols / QK_K) * sizeof *xk;
             }
             float *y0 = calloc((size_t)n * rows, sizeof *y0), *y1 = calloc((size_t)n * rows, sizeof *y1);
             float *y2 = calloc((size_t)n * rows, sizeof *y2);
@@ -104,6 +113,10 @@ static void check_type(const kern_ops *ops, uint32_t type) {
                 }
             free(x);
             free(xq);
+            free(xk);
+            if (kq_is_kquant(type))
+                CHECK(memcmp(y0, y1, (size_t)n * rows * sizeof *y0) == 0, "%s %s: differs from the scalar bits (%dx%d n=%d)",
+                      ops->name, ggml_type_name(type), rows, cols, n);
             free(y0);
             free(y1);
             free(y2);
@@ -244,15 +257,133 @@ static void check_quantize(const kern_ops *ops) {
     CHECK(memcmp(a, b, sizeof a) == 0, "%s quantize_q8 differs from the reference", ops->name);
 }
 
+/* K-quants: pack/unpack round trip of random fields (every bit of the layouts), the reference quantiser's error on
+ * random rows (relative RMS below a bound per type, zero rows exact), Q8_K activations, and the kernel's value equal
+ * to the dot of the dequantised row (to_float) with the dequantised activations. */
+static void check_kquant(void) {
+    static const uint32_t T[] = {GGML_Q2_K, GGML_Q3_K, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K};
+    static const int bits[] = {2, 3, 4, 5, 6};
+    static const double max_rel[] = {0.32, 0.22, 0.11, 0.055, 0.035}; /* relative RMS bounds (uniform data) */
+    enum { COLS = 768 };
+    for (int ti = 0; ti < 5; ti++) {
+        const uint32_t t = T[ti];
+        const wtype_info *w = wtype_get(t);
+        /* round trip of fields in range */
+        int bad = 0;
+        for (int it = 0; it < 50; it++) {
+            kq_fields f, g;
+            memset(&f, 0, sizeof f);
+            for (int i = 0; i < QK_K; i++) f.u[i] = (uint8_t)((rs = rs * 6364136223846793005ull + 1442695040888963407ull) >> 33) % (1u << bits[ti]);
+            for (int k = 0; k < 16; k++) {
+                int r = (int)(((rs = rs * 6364136223846793005ull + 1) >> 33) & 0xffff);
+                int m = (int)(((rs = rs * 6364136223846793005ull + 1) >> 33) & 0xffff);
+                int gk = (t == GGML_Q4_K || t == GGML_Q5_K) ? k & ~1 : k; /* 32-groups: both halves share */
+                if (gk != k) {
+                    f.sc[k] = f.sc[gk], f.mn[k] = f.mn[gk];
+                    continue;
+                }
+                switch (t) {
+                case GGML_Q2_K: f.sc[k] = (int16_t)(r % 16), f.mn[k] = (int16_t)(m % 16); break;
+                case GGML_Q3_K: f.sc[k] = (int16_t)(r % 64 - 32); break;
+                case GGML_Q6_K: f.sc[k] = (int16_t)(r % 256 - 128); break;
+                default: f.sc[k] = (int16_t)(r % 64), f.mn[k] = (int16_t)(m % 64); break;
+                }
+            }
+            f.d = fp16_to_f32(f32_to_fp16(0.01f * (float)(it + 1)));
+            f.dmin = (t == GGML_Q3_K || t == GGML_Q6_K) ? 0 : fp16_to_f32(f32_to_fp16(0.003f * (float)(it + 2)));
+            unsigned char blk[256];
+            kq_pack(t, &f, blk);
+            kq_unpack(t, blk, &g);
+            bad += memcmp(f.u, g.u, sizeof f.u) || memcmp(f.sc, g.sc, sizeof f.sc) || memcmp(f.mn, g.mn, sizeof f.mn) ||
+                   f.d != g.d || f.dmin != g.dmin;
+        }
+        CHECK(bad == 0, "%s: %d of 50 blocks do not survive pack/unpack", w->name, bad);
+        /* quantiser error on random rows: uniform, gaussian-like (sum of uniforms), one outlier per block */
+        float x[COLS], y[COLS];
+        unsigned char q[COLS / QK_K * 256];
+        double worst = 0;
+        for (int kind = 0; kind < 3; kind++) {
+            for (int c = 0; c < COLS; c++) {
+                x[c] = kind == 0 ? frand() : (frand() + frand() + frand()) * 0.5f;
+                if (kind == 2 && c % 256 == 7) x[c] = 8.0f;
+            }
+            w->from_float(x, q, COLS);
+            w->to_float(q, y, COLS);
+            double se = 0, ss = 0;
+            for (int c = 0; c < COLS; c++) se += (double)(x[c] - y[c]) * (x[c] - y[c]), ss += (double)x[c] * x[c];
+            double rel = sqrt(se / ss);
+            if (rel > worst) worst = rel;
+        }
+        CHECK(worst <= max_rel[ti], "%s: quantiser relative RMS error %.3g > %.3g", w->name, worst, max_rel[ti]);
+        for (int c = 0; c < COLS; c++) x[c] = 0;
+        w->from_float(x, q, COLS);
+        w->to_float(q, y, COLS);
+        int nz = 0;
+        for (int c = 0; c < COLS; c++) nz += y[c] != 0;
+        CHECK(nz == 0, "%s: a zero row does not come back as zeros", w->name);
+        /* the kernel computes the dot of what to_float gives with the activations' values */
+        for (int c = 0; c < COLS; c++) x[c] = frand();
+        w->from_float(x, q, COLS);
+        w->to_float(q, y, COLS);
+        float a[COLS];
+        for (int c = 0; c < COLS; c++) a[c] = frand() * 3.0f;
+        act_q8k xk[COLS / QK_K];
+        kern_quantize_q8k(a, COLS, xk);
+        double ref = 0, qerr = 0;
+        for (int c = 0; c < COLS; c++) {
+            double av = (double)xk[c / QK_K].d * xk[c / QK_K].qs[c % QK_K];
+            ref += (double)y[c] * av;
+            qerr = fmax(qerr, fabs(av - a[c]) / (3.0 / 127));
+        }
+        CHECK(qerr <= 0.5 + 1e-3, "%s: Q8_K activation error %.3g steps", w->name, qerr);
+        float out = 0;
+        kern_scalar()->mm[t](q, ggml_row_bytes(t, COLS), COLS, xk, sizeof xk, 1, &out, 1, 0, 1);
+        CHECK(fabs(out - ref) <= 1e-4 * (1 + fabs(ref)), "%s: kernel %.6g vs dequantised dot %.6g", w->name, out, ref);
+        printf("  %-5s quantiser relative RMS error %.3g (bound %.3g), kernel vs dequantised dot %.2g\n", w->name, worst,
+               max_rel[ti], fabs(out - ref));
+    }
+    /* Q8_K: bsums are the group sums; |q| <= 127; the largest magnitude maps to -127 */
+    float a[QK_K];
+    for (int c = 0; c < QK_K; c++) a[c] = frand();
+    a[100] = 2.0f;
+    act_q8k k;
+    kern_quantize_q8k(a, QK_K, &k);
+    int bad = k.qs[100] != -127;
+    for (int g = 0; g < 16; g++) {
+        int sum = 0;
+        for (int l = 0; l < 16; l++) sum += k.qs[16 * g + l];
+        bad += sum != k.bsums[g];
+    }
+    CHECK(bad == 0, "Q8_K block malformed (%d)", bad);
+}
+
 int main(void) {
+    int nt = 0;
     const kern_ops *a = kern_avx2();
-    uint32_t types[] = {GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0};
+    uint32_t types[] = {GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0,
+                        GGML_Q2_K, GGML_Q3_K, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K};
     if (!a) printf("  (no AVX2 on this CPU: checking the scalar table against itself)\n");
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(a ? a : kern_scalar(), types[i]);
+    check_kquant();
     check_attention(kern_scalar());
     if (a) check_attention(a);
     check_softmax_silu(a ? a : kern_scalar());
     check_quantize(a ? a : kern_scalar());
+    /* the type table: names unique and listed in wtype_names, found by name in either case, layouts consistent */
+    for (const wtype_info *t; (t = wtype_at(nt)) != NULL; nt++) {
+        uint32_t ty = 999;
+        char up[16];
+        snprintf(up, sizeof up, "%s", t->name);
+        for (char *c = up; *c; c++) *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+        CHECK(wtype_from_name(t->name, &ty) && ty == t->type, "%s not found by name", t->name);
+        CHECK(wtype_from_name(up, &ty) && ty == t->type, "%s not found by upper-case name", up);
+        CHECK(strstr(wtype_names(), t->name) != NULL, "wtype_names() lacks %s", t->name);
+        CHECK(wtype_get(t->type) == t && ggml_row_bytes(t->type, 256 * t->block_elems) == (size_t)256 * t->block_bytes,
+              "%s: table lookup or row bytes wrong", t->name);
+        CHECK(t->to_float && t->from_float && kern_scalar()->mm[t->type], "%s: missing conversion or scalar kernel", t->name);
+        CHECK(!a || a->mm[t->type], "%s: missing AVX2 kernel", t->name);
+    }
+    CHECK(!wtype_from_name("q4_2", &(uint32_t){0}), "an unknown name was accepted");
     /* fp16 conversion round trips every half value */
     int bad = 0;
     for (uint32_t h = 0; h < 65536; h++) {

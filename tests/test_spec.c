@@ -451,7 +451,7 @@ static void bad_input(void) {
     sp.del_n_layers = 1;
     CHECK(sd_spec_generate(ct, s, &sp, prompt, 2, 4, true, NULL, NULL, NULL, NULL, NULL, &err) == SD_ERR_ARG, "DEL depth 7");
     sd_model_params mp = sd_model_default_params();
-    mp.convert_type = "q3_k";
+    mp.convert_type = "q4_2";
     sd_model *x = NULL;
     CHECK(sd_model_load(tl_shared("models/stories260K.gguf"), &mp, &x, &err) == SD_ERR_ARG && !x, "bad --draft-type: %s",
           err.msg);
@@ -468,6 +468,9 @@ int main(void) {
         {"stories260K + itself (draft)", "models/stories260K.gguf", NULL, "models/stories260K.gguf", NULL, SD_SPEC_DRAFT, 0, NULL},
         {"stories260K + its q8_0 copy (draft)", "models/stories260K.gguf", NULL, "models/stories260K.gguf", "q8_0", SD_SPEC_DRAFT, 0, NULL},
         {"stories260K + ngram", "models/stories260K.gguf", NULL, NULL, NULL, SD_SPEC_NGRAM, 0, NULL},
+        {"w768 q4_k_m + its q2_k copy (draft)", "models/kquant/stories-ee-w768-q4_k_m.gguf", NULL,
+         "models/kquant/stories-ee-w768-q4_k_m.gguf", "q2_k", SD_SPEC_DRAFT, 0, NULL},
+        {"w768 q5_k_m early exit E=2", "models/kquant/stories-ee-w768-q5_k_m.gguf", NULL, NULL, NULL, SD_SPEC_EARLY_EXIT, 2, NULL},
         {"stories-plain + stories260K (draft)", "models/stories-plain.gguf", NULL, "models/stories260K.gguf", NULL, SD_SPEC_DRAFT, 0, NULL},
         {"tiny-spm f32 + tiny-spm q4_0 file", "models/tiny-llama-spm-f32.gguf", NULL, "models/tiny-llama-spm-q4_0.gguf", NULL, SD_SPEC_DRAFT, 0, NULL},
         {"tiny-spm f16 + its q4_0 copy", "models/tiny-llama-spm-f16.gguf", NULL, "models/tiny-llama-spm-f16.gguf", "q4_0", SD_SPEC_DRAFT, 0, NULL},

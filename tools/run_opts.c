@@ -108,7 +108,7 @@ void run_opts_help(FILE *f) {
             "  -s, --seed S            RNG seed (default: from the clock, printed to stderr)\n"
             "speculative decoding (lossless: greedy output == plain greedy output):\n"
             "      --draft-model FILE  the draft model for --spec draft (same tokenizer as the target)\n"
-            "      --draft-type TYPE   convert the draft's weights at load: f32|f16|bf16|q8_0|q4_0 (e.g. the target\n"
+            "      --draft-type TYPE   convert the draft's weights at load: f32|f16|bf16|q8_0|q4_0|q2_k..q6_k (e.g. the target\n"
             "                          file itself as a q4_0 self-draft)\n"
             "      --exit-heads FILE   trained exit heads (specdec train exit-heads) instead of the shared LM head\n"
             "                          (early-exit, del, specbound)\n"

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/kquant.h"
 #include "model/exit_heads.h"
 #include "util/err.h"
 
@@ -70,16 +71,24 @@ static void matmul_multi(sd_ctx *c, const float *x, int ldx, int n, int count, c
                          const int *ldy) {
     mm_job j = {.n_it = count, .n = n};
     int cols = (int)w[0]->cols;
-    bool quant = false;
-    for (int i = 0; i < count; i++) quant |= kern_type_is_quant(w[i]->type);
-    size_t qstride = (size_t)(cols / 32) * sizeof(act_q8);
-    if (quant)
+    /* the activations in each format a weight type asks for (wtype's act), quantized once for all the matrices */
+    bool need[3] = {false, false, false};
+    for (int i = 0; i < count; i++) need[wtype_get(w[i]->type)->act] = true;
+    size_t qstride = (size_t)(cols / 32) * sizeof(act_q8), kstride = (size_t)(cols / QK_K) * sizeof(act_q8k);
+    if (need[WT_ACT_Q8_0])
         for (int p = 0; p < n; p++) c->ops->quantize_q8(x + (size_t)p * ldx, cols, (act_q8 *)((char *)c->xq + p * qstride));
+    if (need[WT_ACT_Q8_K])
+        for (int p = 0; p < n; p++) kern_quantize_q8k(x + (size_t)p * ldx, cols, (act_q8k *)((char *)c->xk + p * kstride));
     double work = 0;
     for (int i = 0; i < count; i++) {
-        bool q = kern_type_is_quant(w[i]->type);
-        j.it[i] = (mm_item){c->ops->mm[w[i]->type], w[i], q ? (const void *)c->xq : (const void *)x,
-                            q ? qstride : (size_t)ldx * sizeof(float), y[i], ldy[i]};
+        const void *xi = x;
+        size_t xs = (size_t)ldx * sizeof(float);
+        switch (wtype_get(w[i]->type)->act) {
+        case WT_ACT_Q8_0: xi = c->xq, xs = qstride; break;
+        case WT_ACT_Q8_K: xi = c->xk, xs = kstride; break;
+        case WT_ACT_F32: break;
+        }
+        j.it[i] = (mm_item){c->ops->mm[w[i]->type], w[i], xi, xs, y[i], ldy[i]};
         work += (double)w[i]->rows * (double)w[i]->cols * n;
         j.chunk_rows[i] = mm_chunk_rows(w[i], pool_size(c->pool));
         int chunks = (int)((w[i]->rows + j.chunk_rows[i] - 1) / j.chunk_rows[i]);
@@ -114,7 +123,7 @@ void sd_ctx_free(sd_ctx *c) {
     if (!c) return;
     pool_free(c->pool);
     kv_free(&c->kv);
-    void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->gate, c->up, c->tmp, c->xq, c->scores,
+    void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->gate, c->up, c->tmp, c->xq, c->xk, c->scores,
                     c->cell, c->base, c->chain, c->par, c->seqs, c->poss, c->anc, c->seen, c->held, c->rope_cs};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
@@ -176,6 +185,7 @@ sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **ou
     c->up = malloc(B * F * sizeof(float));
     c->tmp = malloc(B * E * sizeof(float));
     c->xq = malloc(B * (maxc / 32 + 1) * sizeof(act_q8));
+    c->xk = malloc(B * (maxc / QK_K + 1) * sizeof(act_q8k));
     c->scores = malloc((size_t)p.n_threads * (size_t)(hp->n_head / hp->n_head_kv) * ((size_t)p.n_ctx + B) * sizeof(float));
     c->cell = malloc(B * sizeof(int));
     c->base = malloc(B * sizeof(int));
@@ -188,7 +198,7 @@ sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **ou
     c->held = malloc((size_t)p.n_seq * sizeof(int));
     c->rope_cs = malloc((size_t)p.n_ctx * hp->head_dim * sizeof(float));
     c->pool = pool_new(p.n_threads);
-    if (!c->x || !c->xn || !c->q || !c->k || !c->v || !c->gate || !c->up || !c->tmp || !c->xq || !c->scores ||
+    if (!c->x || !c->xn || !c->q || !c->k || !c->v || !c->gate || !c->up || !c->tmp || !c->xq || !c->xk || !c->scores ||
         !c->cell || !c->base || !c->chain || !c->par || !c->seqs || !c->poss || !c->anc || !c->seen || !c->held || !c->rope_cs || !c->pool) {
         sd_ctx_free(c);
         return err_set(err, SD_ERR_NOMEM, "out of memory allocating context buffers (n_batch %d, n_ctx %d)", p.n_batch,

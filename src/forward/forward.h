@@ -22,7 +22,8 @@ struct sd_ctx {
     float *k, *v;  /* [B][KV] */
     float *gate, *up; /* [B][F] */
     float *tmp;    /* [B][E] sub-layer output */
-    act_q8 *xq;    /* [B][max(E, Q, F)/32] quantized activations */
+    act_q8 *xq;    /* [B][max(E, Q, F)/32] activations quantized for q8_0/q4_0 weights */
+    struct act_q8k *xk; /* [B][max(E, Q, F)/256] activations quantized for K-quant weights */
     float *scores; /* [n_threads][n_ctx + B] attention scores */
     int *cell;     /* [B] cache cell of each entry */
     int *base;     /* [B] cached prefix length of each entry's sequence at the block start */

@@ -176,64 +176,6 @@ static bool read_kv(cursor *c, gguf_kv *kv) {
     return true;
 }
 
-bool ggml_type_layout(uint32_t type, int *block_elems, int *block_bytes) {
-    int be, bb;
-    switch (type) {
-    case GGML_F32: be = 1; bb = 4; break;
-    case GGML_F16: be = 1; bb = 2; break;
-    case GGML_BF16: be = 1; bb = 2; break;
-    case GGML_Q8_0: be = 32; bb = 34; break;
-    case GGML_Q4_0: be = 32; bb = 18; break;
-    default: return false;
-    }
-    if (block_elems) *block_elems = be;
-    if (block_bytes) *block_bytes = bb;
-    return true;
-}
-
-size_t ggml_type_align(uint32_t type) {
-    switch (type) {
-    case GGML_F32: return 4;
-    case GGML_F16: case GGML_BF16: case GGML_Q8_0: case GGML_Q4_0: return 2; /* elements or the blocks' f16 scale */
-    default: return 1;
-    }
-}
-
-bool ggml_weight_type_from_name(const char *name, uint32_t *type) {
-    static const uint32_t types[] = {GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0};
-    for (size_t i = 0; name && i < sizeof types / sizeof types[0]; i++)
-        if (!strcmp(name, ggml_type_name(types[i]))) {
-            *type = types[i];
-            return true;
-        }
-    return false;
-}
-
-const char *ggml_type_name(uint32_t type) {
-    switch (type) {
-    case GGML_F32: return "f32";
-    case GGML_F16: return "f16";
-    case GGML_BF16: return "bf16";
-    case GGML_Q8_0: return "q8_0";
-    case GGML_Q4_0: return "q4_0";
-    case 3: return "q4_1";
-    case 6: return "q5_0";
-    case 7: return "q5_1";
-    case 10: return "q2_K";
-    case 11: return "q3_K";
-    case 12: return "q4_K";
-    case 13: return "q5_K";
-    case 14: return "q6_K";
-    default: return "unknown";
-    }
-}
-
-size_t ggml_row_bytes(uint32_t type, int64_t n) {
-    int be = 1, bb = 0;
-    if (!ggml_type_layout(type, &be, &bb)) return 0;
-    return (size_t)(n / be) * (size_t)bb;
-}
-
 static bool read_tensor(cursor *c, gguf_tensor *t, uint64_t idx) {
     gguf_str name;
     if (!cur_str(c, &name, "tensor name")) return false;
@@ -270,8 +212,8 @@ static bool read_tensor(cursor *c, gguf_tensor *t, uint64_t idx) {
     if (!cur_u32(c, &t->type, t->name) || !cur_u64(c, &t->offset, t->name)) return false;
     int be, bb;
     if (!ggml_type_layout(t->type, &be, &bb)) {
-        err_set(c->err, SD_ERR_UNSUPPORTED, "tensor '%s': weight type %u (%s) is not supported (f32, f16, bf16, q8_0, q4_0 are)",
-                t->name, t->type, ggml_type_name(t->type));
+        err_set(c->err, SD_ERR_UNSUPPORTED, "tensor '%s': weight type %u (%s) is not supported (%s are)",
+                t->name, t->type, ggml_type_name(t->type), wtype_names());
         return false;
     }
     if (t->ne[0] % be != 0) {

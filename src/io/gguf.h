@@ -16,16 +16,12 @@
 #include <stdint.h>
 
 #include "io/mapfile.h"
+#include "kernels/wtype.h" /* the tensor types (enum ggml_type, layouts) */
 #include "specdec.h"
 
 enum gguf_vtype {
     GGUF_U8 = 0, GGUF_I8 = 1, GGUF_U16 = 2, GGUF_I16 = 3, GGUF_U32 = 4, GGUF_I32 = 5, GGUF_F32 = 6,
     GGUF_BOOL = 7, GGUF_STR = 8, GGUF_ARR = 9, GGUF_U64 = 10, GGUF_I64 = 11, GGUF_F64 = 12,
-};
-
-/* ggml tensor types this project knows the layout of. */
-enum ggml_type {
-    GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q8_0 = 8, GGML_BF16 = 30,
 };
 
 typedef struct gguf_str {
@@ -91,16 +87,4 @@ size_t gguf_vtype_size(uint32_t type);
 double gguf_arr_float(const gguf_kv *kv, uint64_t i);
 int64_t gguf_arr_int(const gguf_kv *kv, uint64_t i);
 
-/* Layout of ggml types: elements per block and bytes per block; false for types this project does not know. */
-bool ggml_type_layout(uint32_t type, int *block_elems, int *block_bytes);
-const char *ggml_type_name(uint32_t type);
-/* Byte boundary a tensor of this type must start on for the kernels' in-place reads (4 for f32, 2 for the f16
- * elements or block scales of the others; 1 for unknown types). */
-size_t ggml_type_align(uint32_t type);
-/* The weight types specdec computes with, by name ("f32", "f16", "bf16", "q8_0", "q4_0"): true and *type set,
- * or false for any other name. */
-#define GGML_WEIGHT_TYPE_NAMES "f32, f16, bf16, q8_0, q4_0"
-bool ggml_weight_type_from_name(const char *name, uint32_t *type);
-/* Bytes of a row of n elements (n a multiple of the block size). */
-size_t ggml_row_bytes(uint32_t type, int64_t n);
 #endif

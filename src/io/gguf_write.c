@@ -128,54 +128,8 @@ void gguf_writer_tensor(gguf_writer *w, const char *name, uint32_t type, int n_d
 }
 
 void gguf_quantize_row(uint32_t type, const float *x, int64_t n, void *out) {
-    unsigned char *o = out;
-    switch (type) {
-    case GGML_F32: memcpy(o, x, (size_t)n * 4); break;
-    case GGML_F16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h = f32_to_fp16(x[i]);
-            memcpy(o + 2 * i, &h, 2);
-        }
-        break;
-    case GGML_BF16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h = f32_to_bf16(x[i]);
-            memcpy(o + 2 * i, &h, 2);
-        }
-        break;
-    case GGML_Q8_0:
-        for (int64_t b = 0; b < n / 32; b++) {
-            const float *v = x + 32 * b;
-            float amax = 0;
-            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(v[j]));
-            float d = amax / 127, id = d ? 1 / d : 0;
-            uint16_t h = f32_to_fp16(d);
-            memcpy(o + 34 * b, &h, 2);
-            for (int j = 0; j < 32; j++) o[34 * b + 2 + j] = (unsigned char)(int8_t)roundf(v[j] * id);
-        }
-        break;
-    case GGML_Q4_0: /* as ggml's reference: d = max / -8 (signed max by magnitude) */
-        for (int64_t b = 0; b < n / 32; b++) {
-            const float *v = x + 32 * b;
-            float amax = 0, mx = 0;
-            for (int j = 0; j < 32; j++)
-                if (fabsf(v[j]) > amax) {
-                    amax = fabsf(v[j]);
-                    mx = v[j];
-                }
-            float d = mx / -8, id = d ? 1 / d : 0;
-            uint16_t h = f32_to_fp16(d);
-            memcpy(o + 18 * b, &h, 2);
-            for (int j = 0; j < 16; j++) {
-                int a = (int)(v[j] * id + 8.5f), c = (int)(v[16 + j] * id + 8.5f);
-                a = a > 15 ? 15 : a < 0 ? 0 : a;
-                c = c > 15 ? 15 : c < 0 ? 0 : c;
-                o[18 * b + 2 + j] = (unsigned char)(a | (c << 4));
-            }
-        }
-        break;
-    default: break;
-    }
+    const wtype_info *t = wtype_get(type);
+    if (t) t->from_float(x, out, n);
 }
 
 sd_status gguf_writer_write(gguf_writer *w, const char *path, gguf_row_fn fill, void *user,

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/gguf.h"
+#include "kernels/kquant.h"
 #include "util/fp16.h"
 
 void kern_quantize_q8(const float *x, int n_cols, act_q8 *out) {
@@ -73,6 +73,38 @@ static int blk_dot_q4_0(const unsigned char *blk, const int8_t *x) {
 SCALAR_QUANT_MM(mm_q8_0_scalar, 34, blk_dot_q8_0)
 SCALAR_QUANT_MM(mm_q4_0_scalar, 18, blk_dot_q4_0)
 
+/* K-quants (x as act_q8k rows): per super-block the exact integer sums (kq_dot_ints), then
+ * s += (d_w * d_x) * isum - (dmin_w * d_x) * msum, super-blocks in order */
+static void mm_kq_scalar(uint32_t type, const unsigned char *w, size_t row_bytes, int cols, const void *x,
+                         size_t x_stride, int n, float *y, int ldy, int r0, int r1) {
+    const int bb = wtype_get(type)->block_bytes, off = kq_offset(type);
+    kq_fields f;
+    for (int r = r0; r < r1; r++) {
+        const unsigned char *wr = w + (size_t)r * row_bytes;
+        for (int p = 0; p < n; p++) {
+            const act_q8k *xp = (const act_q8k *)(const void *)((const char *)x + (size_t)p * x_stride);
+            float s = 0.0f;
+            for (int b = 0; b < cols / QK_K; b++) {
+                int32_t is, ms;
+                kq_unpack(type, wr + (size_t)bb * b, &f);
+                kq_dot_ints(&f, off, &xp[b], &is, &ms);
+                s += (f.d * xp[b].d) * (float)is - (f.dmin * xp[b].d) * (float)ms;
+            }
+            y[(size_t)p * ldy + r] = s;
+        }
+    }
+}
+#define SCALAR_KQ_MM(name, T)                                                                                     \
+    static void name(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,   \
+                     float *y, int ldy, int r0, int r1) {                                                         \
+        mm_kq_scalar(T, w, row_bytes, cols, x, x_stride, n, y, ldy, r0, r1);                                      \
+    }
+SCALAR_KQ_MM(mm_q2_k_scalar, GGML_Q2_K)
+SCALAR_KQ_MM(mm_q3_k_scalar, GGML_Q3_K)
+SCALAR_KQ_MM(mm_q4_k_scalar, GGML_Q4_K)
+SCALAR_KQ_MM(mm_q5_k_scalar, GGML_Q5_K)
+SCALAR_KQ_MM(mm_q6_k_scalar, GGML_Q6_K)
+
 static float dot_scalar(const float *a, const float *b, int n) {
     float s = 0.0f;
     for (int i = 0; i < n; i++) s += a[i] * b[i];
@@ -130,7 +162,9 @@ static const kern_ops SCALAR = {
     .silu_mul = silu_mul_scalar,
     .rmsnorm = rmsnorm_scalar,
     .mm = {[GGML_F32] = mm_f32_scalar, [GGML_F16] = mm_f16_scalar, [GGML_BF16] = mm_bf16_scalar,
-           [GGML_Q8_0] = mm_q8_0_scalar, [GGML_Q4_0] = mm_q4_0_scalar},
+           [GGML_Q8_0] = mm_q8_0_scalar, [GGML_Q4_0] = mm_q4_0_scalar, [GGML_Q2_K] = mm_q2_k_scalar,
+           [GGML_Q3_K] = mm_q3_k_scalar, [GGML_Q4_K] = mm_q4_k_scalar, [GGML_Q5_K] = mm_q5_k_scalar,
+           [GGML_Q6_K] = mm_q6_k_scalar},
 };
 
 const kern_ops *kern_scalar(void) { return &SCALAR; }

@@ -4,13 +4,16 @@
  * Y[p][r] = sum_c W[r][c] * X[p][c] for rows r in [r0, r1) and positions p in [0, n).
  * Batch invariance: the value of Y[p][r] is computed by the same sequence of operations whatever n, the tile
  * a position falls in, or the row range (thread split): one accumulation chain per (row, position) over the
- * columns in a fixed order. Quantized types (q8_0, q4_0) take the activations pre-quantized to q8_0 blocks
- * (kern_quantize_q8), as llama.cpp does, and use integer dot products per 32-block. */
+ * columns in a fixed order. Quantized types take the activations pre-quantized, as llama.cpp does, in their
+ * type's activation format (wtype.h): q8_0 and q4_0 to act_q8 blocks (kern_quantize_q8), the K-quants to act_q8k
+ * blocks (kern_quantize_q8k, kquant.h), and use integer dot products per block. */
 #ifndef SD_KERNELS_KERN_H
 #define SD_KERNELS_KERN_H
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "kernels/wtype.h"
 
 /* An activation block of 32 values: the fp16-rounded scale as float + 32 int8, and s8[i] = 8 (qs[2i] + qs[2i+1])
  * (lets q4_0 kernels multiply the stored unsigned nibbles directly: sum (n - 8) x = sum n x - sum 8 x). */
@@ -20,14 +23,14 @@ typedef struct act_q8 {
     int16_t s8[16];
 } act_q8;
 
-/* w: [rows][row_bytes] weights; x: [n][x_stride bytes] float rows (float types) or act_q8 rows (quantized);
+/* w: [rows][row_bytes] weights; x: [n][x_stride bytes] float rows (float types) or activation block rows (quantized);
  * y: [n][ldy] floats. cols: elements per row. */
 typedef void (*kern_mm_fn)(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
                            float *y, int ldy, int r0, int r1);
 
 typedef struct kern_ops {
     const char *name;  /* "scalar" or "avx2" */
-    kern_mm_fn mm[31]; /* indexed by ggml type (0 f32, 1 f16, 2 q4_0, 8 q8_0, 30 bf16); NULL = unsupported */
+    kern_mm_fn mm[GGML_TYPE_LIMIT]; /* indexed by ggml type (wtype.h); NULL = unsupported */
     /* attention helpers (fixed order for a given n): sum a[i]*b[i]; y[i] += s * x[i] */
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float s, const float *x, int n);
@@ -64,8 +67,6 @@ const kern_ops *kern_best(void);
  * and -1 when threads cannot be started. */
 double kern_peak(uint32_t type, int n_threads, double seconds);
 
-/* Whether a type takes quantized activations. */
-static inline bool kern_type_is_quant(uint32_t type) { return type == 2 || type == 8; }
 /* Quantizes x[n_cols] (n_cols % 32 == 0) to n_cols/32 blocks: d = max |x| / 127 (stored fp16-rounded),
  * q = round(x / d) with halves away from zero (the reference; the tables' quantize_q8 gives the same bits). */
 void kern_quantize_q8(const float *x, int n_cols, act_q8 *out);

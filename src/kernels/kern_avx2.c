@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "io/gguf.h"
+#include "kernels/kquant.h"
 #include "util/fp16.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -331,6 +331,158 @@ INLINE void rows_quant(int t, int R, int PT, const unsigned char *const *wr, con
 /* quantized types: 2 rows x 4 positions (8 accumulators; the integer steps need the other registers) */
 ROWS_MM(mm_q8_0_avx2, rows_quant, T_Q8_0, 2, 4)
 ROWS_MM(mm_q4_0_avx2, rows_quant, T_Q4_0, 2, 4)
+
+/* ------------------------------------------------------------------ K-quants (x as act_q8k blocks) */
+/* A row's super-block prepared once for all the positions of a tile: its fields (kq_unpack), the scale vector of
+ * each 32-value chunk (16 int16: the chunk's first group's scale in lanes 0-7, the second's in 8-15, matching the
+ * pair sums of maddubs), and off * sc and mn as 16 int16 for the activation group sums. */
+typedef struct kq_prep {
+    kq_fields f;
+    __m256i sc[8];
+    __m256i corr, mn;
+} kq_prep;
+
+INLINE void st32(uint8_t *dst, __m256i v) { _mm256_storeu_si256((__m256i *)(void *)dst, v); }
+INLINE __m256i ld32(const unsigned char *src) { return _mm256_loadu_si256((const __m256i *)(const void *)src); }
+
+/* The 256 levels of a super-block with vectors (the bit placement in kquant.h); the same bytes as kq_unpack. Byte
+ * shifts are done as 16-bit shifts followed by a mask, which drops the bits that cross into the neighbour byte. */
+INLINE void kq_levels(int t, const unsigned char *b, uint8_t *u) {
+    const __m256i m1 = _mm256_set1_epi8(1), m3 = _mm256_set1_epi8(3), m15 = _mm256_set1_epi8(15);
+    switch (t) {
+    case GGML_Q2_K:
+        for (int h = 0; h < 2; h++) {
+            __m256i v = ld32(b + 16 + 32 * h);
+            for (int j = 0; j < 4; j++) st32(u + 128 * h + 32 * j, _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m3));
+        }
+        break;
+    case GGML_Q3_K: {
+        __m256i hm = ld32(b);
+        for (int h = 0; h < 2; h++) {
+            __m256i v = ld32(b + 32 + 32 * h);
+            for (int j = 0; j < 4; j++) {
+                __m256i lo = _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m3);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), m1);
+                st32(u + 128 * h + 32 * j, _mm256_or_si256(lo, _mm256_slli_epi16(hi, 2)));
+            }
+        }
+        break;
+    }
+    case GGML_Q4_K:
+        for (int j = 0; j < 4; j++) {
+            __m256i v = ld32(b + 16 + 32 * j);
+            st32(u + 64 * j, _mm256_and_si256(v, m15));
+            st32(u + 64 * j + 32, _mm256_and_si256(_mm256_srli_epi16(v, 4), m15));
+        }
+        break;
+    case GGML_Q5_K: {
+        __m256i qh = ld32(b + 16);
+        for (int j = 0; j < 4; j++) {
+            __m256i v = ld32(b + 48 + 32 * j);
+            __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), m1), 4);
+            __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), m1), 4);
+            st32(u + 64 * j, _mm256_or_si256(_mm256_and_si256(v, m15), h0));
+            st32(u + 64 * j + 32, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m15), h1));
+        }
+        break;
+    }
+    case GGML_Q6_K:
+        for (int h = 0; h < 2; h++) {
+            __m256i l0 = ld32(b + 64 * h), l1 = ld32(b + 64 * h + 32), q = ld32(b + 128 + 32 * h);
+            __m256i q0 = _mm256_slli_epi16(_mm256_and_si256(q, m3), 4);
+            __m256i q1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 2), m3), 4);
+            __m256i q2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m3), 4);
+            __m256i q3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 6), m3), 4);
+            st32(u + 128 * h, _mm256_or_si256(_mm256_and_si256(l0, m15), q0));
+            st32(u + 128 * h + 32, _mm256_or_si256(_mm256_and_si256(l1, m15), q1));
+            st32(u + 128 * h + 64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15), q2));
+            st32(u + 128 * h + 96, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15), q3));
+        }
+        break;
+    default: break;
+    }
+}
+
+INLINE void kq_prepare(int t, const unsigned char *blk, kq_prep *p) {
+    kq_unpack_scales((uint32_t)t, blk, &p->f);
+    kq_levels(t, blk, p->f.u);
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++)
+        p->sc[c] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(p->f.sc[2 * c])),
+                                           _mm_set1_epi16(p->f.sc[2 * c + 1]), 1);
+    __m256i sc16 = _mm256_loadu_si256((const __m256i *)(const void *)p->f.sc);
+    p->corr = _mm256_mullo_epi16(sc16, _mm256_set1_epi16((short)kq_offset((uint32_t)t)));
+    p->mn = _mm256_loadu_si256((const __m256i *)(const void *)p->f.mn);
+}
+
+INLINE int32_t hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* kq_dot_ints with vectors: the same exact integers (u * x pair sums of at most 2 * 63 * 128, no saturation) */
+INLINE void kq_dot_avx2(const kq_prep *p, const act_q8k *x, int32_t *isum, int32_t *msum) {
+    __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(p->f.u + 32 * c));
+        __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 32 * c));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), p->sc[c]));
+    }
+    __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
+    *isum = hsum_i32(acc) - hsum_i32(_mm256_madd_epi16(p->corr, bs));
+    *msum = hsum_i32(_mm256_madd_epi16(p->mn, bs));
+}
+
+/* R rows x P positions over all super-blocks: per (row, position) one float chain, the scalar table's expression
+ * per super-block (so the bits equal the scalar reference's) */
+INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                    float *y, int ldy, int p0, size_t pf) {
+    const int bb = t == GGML_Q2_K ? 84 : t == GGML_Q3_K ? 110 : t == GGML_Q4_K ? 144 : t == GGML_Q5_K ? 176 : 210;
+    float s[4][4] = {{0}};
+    kq_prep prep;
+    for (int b = 0; b < nb; b++) {
+        prefetch_rows(R, wr, (size_t)b * bb, pf);
+        prefetch_rows(R, wr, (size_t)b * bb + 64, pf);
+        prefetch_rows(R, wr, (size_t)b * bb + 128, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            kq_prepare(t, wr[i] + (size_t)b * bb, &prep);
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) {
+                int32_t is, ms;
+                kq_dot_avx2(&prep, &xp[j][b], &is, &ms);
+                const float xd = xp[j][b].d;
+                s[i][j] += (prep.f.d * xd) * (float)is - (prep.f.dmin * xd) * (float)ms;
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = s[i][j];
+}
+
+INLINE void rows_kq(int t, int R, int PT, const unsigned char *const *wr, const int *ri, int cols, const void *x,
+                    size_t xs, int n, float *y, int ldy, size_t pf) {
+    const int nb = cols / QK_K;
+    const act_q8k *xp[4];
+    int nt = (n + PT - 1) / PT;
+    for (int ti = 0, p = 0; ti < nt; ti++) {
+        int P = (n - p) / (nt - ti);
+        for (int j = 0; j < P; j++) xp[j] = (const act_q8k *)(const void *)((const char *)x + (size_t)(p + j) * xs);
+        WITH_RP(tile_kq, t, R, P, wr, ri, nb, xp, y, ldy, p, ti == 0 ? pf : 0);
+        p += P;
+    }
+}
+
+ROWS_MM(mm_q2_k_avx2, rows_kq, GGML_Q2_K, 2, 4)
+ROWS_MM(mm_q3_k_avx2, rows_kq, GGML_Q3_K, 2, 4)
+ROWS_MM(mm_q4_k_avx2, rows_kq, GGML_Q4_K, 2, 4)
+ROWS_MM(mm_q5_k_avx2, rows_kq, GGML_Q5_K, 2, 4)
+ROWS_MM(mm_q6_k_avx2, rows_kq, GGML_Q6_K, 2, 4)
 
 /* ------------------------------------------------------------------ attention helpers */
 static float dot_avx2(const float *a, const float *b, int n) {
@@ -688,7 +840,9 @@ static const kern_ops AVX2 = {
     .rmsnorm = rmsnorm_avx2,
     .peak = peak_avx2,
     .mm = {[GGML_F32] = mm_f32_avx2, [GGML_F16] = mm_f16_avx2, [GGML_BF16] = mm_bf16_avx2,
-           [GGML_Q8_0] = mm_q8_0_avx2, [GGML_Q4_0] = mm_q4_0_avx2},
+           [GGML_Q8_0] = mm_q8_0_avx2, [GGML_Q4_0] = mm_q4_0_avx2, [GGML_Q2_K] = mm_q2_k_avx2,
+           [GGML_Q3_K] = mm_q3_k_avx2, [GGML_Q4_K] = mm_q4_k_avx2, [GGML_Q5_K] = mm_q5_k_avx2,
+           [GGML_Q6_K] = mm_q6_k_avx2},
 };
 
 /* CPUID: AVX2 (leaf 7 EBX bit 5), FMA (leaf 1 ECX bit 12), F16C (bit 29), and the OS saving YMM state

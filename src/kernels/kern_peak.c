@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "io/gguf.h"
+#include "kernels/wtype.h"
 #include "kernels/kern.h"
 #include "specdec.h"
 
@@ -76,6 +76,6 @@ double kern_peak(uint32_t type, int n_threads, double seconds) {
 
 double sd_kernel_peak(const char *type, int n_threads, double seconds) {
     uint32_t t;
-    if (!ggml_weight_type_from_name(type, &t)) return 0;
+    if (!wtype_from_name(type, &t)) return 0;
     return kern_peak(t, n_threads, seconds);
 }

@@ -13,6 +13,7 @@
  *   - weights that only read the zero dims (extra columns of q/k/v/gate/up/output, norm weights of the extra dims)
  *     or only feed extra heads/units are seeded random values of the small tensor's RMS: they cost what a real
  *     model's weights cost and change nothing.
+ * A matrix whose rows are not whole blocks of the asked type takes q8_0 or f16 (wtype_fit, as gen-model does).
  * The output is written streaming (memory O(row) beyond the small model). */
 #include <math.h>
 #include <stdio.h>
@@ -119,8 +120,7 @@ static bool embed_key_replaced(const char *key, const char *arch) {
 }
 
 /* Checks the wide shape against the small one and fills in the defaults (0 = derived). */
-static sd_status embed_shape(const hparams *h0, const sd_embed_params *p, int *H, int *K, int *F, uint32_t type,
-                             sd_error *err) {
+static sd_status embed_shape(const hparams *h0, const sd_embed_params *p, int *H, int *K, int *F, sd_error *err) {
     int D = p->dim, hd = h0->head_dim, g0 = h0->n_head / h0->n_head_kv;
     if (h0->n_head * hd != h0->n_embd)
         return err_set(err, SD_ERR_ARG, "--embed: the small model's heads do not span its dim (%d heads x %d != %d)",
@@ -142,11 +142,6 @@ static sd_status embed_shape(const hparams *h0, const sd_embed_params *p, int *H
                        *H % g0 ? "choose --dim so that the head count is a multiple of the group size" : "keep the ratio");
     *F = p->n_ff ? p->n_ff : (int)(((int64_t)h0->n_ff * D / h0->n_embd + 31) / 32 * 32);
     if (*F < h0->n_ff) return err_set(err, SD_ERR_ARG, "--ffn %d is smaller than the small model's %d", *F, h0->n_ff);
-    int be, bb;
-    if (!ggml_type_layout(type, &be, &bb)) return err_set(err, SD_ERR_ARG, "weight type has no known layout");
-    if (D % be || *F % be)
-        return err_set(err, SD_ERR_ARG, "%s needs --dim (%d) and --ffn (%d) to be multiples of %d", ggml_type_name(type),
-                       D, *F, be);
     return SD_OK;
 }
 
@@ -154,8 +149,8 @@ sd_status sd_model_embed(const sd_embed_params *p, const char *out_path, sd_erro
     if (!p || !out_path || !p->small_path || !p->type)
         return err_set(err, SD_ERR_ARG, "sd_model_embed: small model path, type and output path are required");
     uint32_t type;
-    if (!ggml_weight_type_from_name(p->type, &type))
-        return err_set(err, SD_ERR_ARG, "unknown weight type '%s' (" GGML_WEIGHT_TYPE_NAMES ")", p->type);
+    if (!wtype_from_name(p->type, &type))
+        return err_set(err, SD_ERR_ARG, "unknown weight type '%s' (%s)", p->type, wtype_names());
     if (p->dim <= 0 || p->n_head < 0 || p->n_head_kv < 0 || p->n_ff < 0 || p->n_ctx < 0)
         return err_set(err, SD_ERR_ARG, "--dim must be positive; --heads, --kv-heads, --ffn and --ctx not negative");
     sd_model *sm;
@@ -167,7 +162,7 @@ sd_status sd_model_embed(const sd_embed_params *p, const char *out_path, sd_erro
     }
     const hparams *h0 = &sm->hp;
     int H = 0, K = 0, F = 0;
-    if ((st = embed_shape(h0, p, &H, &K, &F, type, err))) {
+    if ((st = embed_shape(h0, p, &H, &K, &F, err))) {
         sd_model_free(sm);
         return st;
     }
@@ -205,7 +200,7 @@ sd_status sd_model_embed(const sd_embed_params *p, const char *out_path, sd_erro
         *e = (embed_tensor){kind_, small_, vec_, rows_, cols_, rows0_, cols0_, 0};                                 \
         bool mat = (rows_) > 1 || (kind_) == EMB_TOKENS;                                                            \
         int64_t ne[2] = {(cols_), (rows_)};                                                                        \
-        gguf_writer_tensor(w, nm, mat ? type : GGML_F32, mat ? 2 : 1, ne);                                         \
+        gguf_writer_tensor(w, nm, mat ? wtype_fit(type, cols_) : GGML_F32, mat ? 2 : 1, ne);                                       \
         e->rand_scale = mat ? tensor_rms(small_, g.row0) * sqrt3 : 1.0f;                                            \
     } while (0)
     ADD("token_embd.weight", EMB_TOKENS, &sm->tok_embd, NULL, V, D, V, D0);

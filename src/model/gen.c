@@ -17,12 +17,13 @@ typedef struct gen_shape {
 
 static const gen_shape SHAPES[] = {
     {"test-tiny", 64, 2, 4, 2, 128, 512},
+    {"test-256", 256, 2, 4, 2, 512, 512}, /* rows of whole 256-blocks: every matrix takes a K-quant type */
     {"llama-68m", 768, 2, 12, 12, 3072, 2048},
     {"llama-160m", 768, 12, 12, 12, 3072, 2048},
     {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048},
     {"llama2-7b", 4096, 32, 32, 32, 11008, 4096},
 };
-static const char *const SHAPE_NAMES[] = {"test-tiny", "llama-68m", "llama-160m", "tinyllama-1.1b", "llama2-7b", NULL};
+static const char *const SHAPE_NAMES[] = {"test-tiny", "test-256", "llama-68m", "llama-160m", "tinyllama-1.1b", "llama2-7b", NULL};
 
 const char *const *sd_gen_model_shapes(void) { return SHAPE_NAMES; }
 
@@ -54,11 +55,11 @@ sd_status sd_model_generate(const sd_gen_model_params *p, const char *out_path, 
     for (size_t i = 0; i < sizeof SHAPES / sizeof SHAPES[0]; i++)
         if (!strcmp(SHAPES[i].name, p->shape)) sh = &SHAPES[i];
     if (!sh)
-        return err_set(err, SD_ERR_ARG, "unknown shape '%s' (test-tiny, llama-68m, llama-160m, tinyllama-1.1b, llama2-7b)",
+        return err_set(err, SD_ERR_ARG, "unknown shape '%s' (test-tiny, test-256, llama-68m, llama-160m, tinyllama-1.1b, llama2-7b)",
                        p->shape);
     uint32_t type;
-    if (!ggml_weight_type_from_name(p->type, &type))
-        return err_set(err, SD_ERR_ARG, "unknown weight type '%s' (" GGML_WEIGHT_TYPE_NAMES ")", p->type);
+    if (!wtype_from_name(p->type, &type))
+        return err_set(err, SD_ERR_ARG, "unknown weight type '%s' (%s)", p->type, wtype_names());
     gguf_file vf;
     sd_status st = gguf_open(&vf, p->vocab_path, err);
     if (st) return st;
@@ -101,7 +102,7 @@ sd_status sd_model_generate(const sd_gen_model_params *p, const char *out_path, 
 #define MAT(nm, cols, rows, sc)                                                                                   \
     do {                                                                                                          \
         int64_t ne[2] = {(cols), (rows)};                                                                         \
-        gguf_writer_tensor(w, nm, type, 2, ne);                                                                   \
+        gguf_writer_tensor(w, nm, wtype_fit(type, (cols)), 2, ne);                                                \
         if (g.scale && g.row_len) g.scale[ti] = (sc), g.row_len[ti] = (cols);                                                                        \
         ti++;                                                                                                     \
     } while (0)

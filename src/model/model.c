@@ -12,47 +12,9 @@
 #include "util/fp16.h"
 
 void tensor_get_row(const tensor *t, int64_t r, float *out) {
-    const unsigned char *row = (const unsigned char *)t->data + (size_t)r * t->row_bytes;
-    int64_t n = t->cols;
-    switch (t->type) {
-    case GGML_F32: memcpy(out, row, (size_t)n * 4); break;
-    case GGML_F16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, row + 2 * i, 2);
-            out[i] = fp16_to_f32(h);
-        }
-        break;
-    case GGML_BF16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, row + 2 * i, 2);
-            out[i] = bf16_to_f32(h);
-        }
-        break;
-    case GGML_Q8_0:
-        for (int64_t b = 0; b < n / 32; b++) {
-            const unsigned char *blk = row + 34 * b;
-            uint16_t h;
-            memcpy(&h, blk, 2);
-            float d = fp16_to_f32(h);
-            for (int j = 0; j < 32; j++) out[b * 32 + j] = d * (float)(int8_t)blk[2 + j];
-        }
-        break;
-    case GGML_Q4_0:
-        for (int64_t b = 0; b < n / 32; b++) {
-            const unsigned char *blk = row + 18 * b;
-            uint16_t h;
-            memcpy(&h, blk, 2);
-            float d = fp16_to_f32(h);
-            for (int j = 0; j < 16; j++) {
-                out[b * 32 + j] = d * (float)((blk[2 + j] & 0x0f) - 8);
-                out[b * 32 + 16 + j] = d * (float)((blk[2 + j] >> 4) - 8);
-            }
-        }
-        break;
-    default: SD_ASSERT(0 && "tensor type validated at load");
-    }
+    const wtype_info *ti = wtype_get(t->type);
+    SD_ASSERT(ti && "tensor type validated at load");
+    ti->to_float((const unsigned char *)t->data + (size_t)r * t->row_bytes, out, t->cols);
 }
 
 sd_model_params sd_model_default_params(void) {
@@ -315,8 +277,8 @@ static sd_status load_llama2c(sd_model *m, const char *path, const sd_model_para
 /* Re-encodes every weight matrix as `type` into memory the model owns (row by row through f32). */
 static sd_status convert_weights(sd_model *m, const char *type_name, sd_error *err) {
     uint32_t type;
-    if (!ggml_weight_type_from_name(type_name, &type))
-        return err_set(err, SD_ERR_ARG, "unknown weight type '%s' to convert to (" GGML_WEIGHT_TYPE_NAMES ")", type_name);
+    if (!wtype_from_name(type_name, &type))
+        return err_set(err, SD_ERR_ARG, "unknown weight type '%s' to convert to (%s)", type_name, wtype_names());
     int n_mat = 2 + 7 * m->hp.n_layer;
     tensor **mats = malloc((size_t)n_mat * sizeof *mats);
     if (!mats) return err_set(err, SD_ERR_NOMEM, "out of memory");
@@ -333,9 +295,9 @@ static sd_status convert_weights(sd_model *m, const char *type_name, sd_error *e
     float *row = malloc((size_t)(m->hp.n_ff > m->hp.n_embd ? m->hp.n_ff : m->hp.n_embd) * sizeof *row);
     for (int i = 0; i < k && !st; i++) {
         tensor *t = mats[i];
-        /* rows that are not whole 32-blocks cannot be block-quantized: those matrices become f16 (as llama-quantize
-         * falls back to another type) */
-        uint32_t ty = (type == GGML_Q8_0 || type == GGML_Q4_0) && t->cols % 32 ? GGML_F16 : type;
+        /* rows that are not whole blocks cannot be block-quantized: those matrices take another type (wtype_fit, as
+         * llama-quantize falls back) */
+        uint32_t ty = wtype_fit(type, t->cols);
         if (t->type == ty) continue;
         size_t rb = ggml_row_bytes(ty, t->cols);
         unsigned char *buf = malloc((size_t)t->rows * rb);

@@ -215,6 +215,9 @@ sd_status sd_kv_reserve(sd_ctx *ctx, int seq, int n_more, sd_error *err);
 /* Cells held by all sequences (whole pages, reservations included) and the pool's capacity in cells; either
  * pointer may be NULL. */
 void sd_kv_pool_usage(const sd_ctx *ctx, int *cells_used, int *cells_capacity);
+/* Returns the memory of the cache pages no sequence holds to the OS (a server going idle); they are mapped again
+ * when needed. The sequences' contents are untouched. */
+void sd_ctx_trim(sd_ctx *ctx);
 /* Cells per KV page: 64, or n_ctx when smaller. */
 int sd_kv_page_cells(const sd_ctx *ctx);
 

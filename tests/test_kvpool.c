@@ -7,8 +7,10 @@
  *    context with the full preallocated-size pool, usage == the pages the live sequences need after every step,
  *    and 0 once all are cleared. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "specdec.h"
 #include "testlib.h"
@@ -313,6 +315,67 @@ static void check_many(sd_model *m, int V) {
     sd_ctx_free(ref);
 }
 
+/* n tokens appended to seq in blocks of 16 (n_batch), the last position's logits into logits */
+static sd_status feed_all(sd_ctx *c, int seq, const int32_t *tok, int n, float *logits, sd_error *err) {
+    sd_status st = SD_OK;
+    for (int i = 0; i < n && !st; i += 16) st = feed(c, seq, tok + i, n - i < 16 ? n - i : 16, i + 16 >= n ? logits : NULL, err);
+    return st;
+}
+
+/* resident set size in KiB (Linux /proc), -1 when unknown */
+static long rss_kib(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = -1, res = -1;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = -1;
+        fclose(f);
+    }
+    return res < 0 ? -1 : res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* sd_ctx_trim: the free pages' memory goes back to the OS, held pages keep their bits, freed pages come back on
+ * demand and compute exactly what they computed before */
+static void check_trim(sd_model *m, int V, int n_layer, int kvd) {
+    enum { S = 8, C = 512 };
+    sd_ctx *c = mkctx(m, S, C, 0), *ref = mkctx(m, 1, C, 0);
+    if (!c || !ref) return;
+    sd_error err;
+    static int32_t tok[S][C];
+    float *lg_a = malloc((size_t)V * sizeof(float)), *lg_b = malloc((size_t)V * sizeof(float));
+    for (int s = 0; s < S; s++) {
+        fill(tok[s], C, s + 3, V);
+        CHECK(feed_all(c, s, tok[s], s == 0 ? 100 : C - 8, NULL, &err) == SD_OK, "fill seq %d: %s", s, err.msg);
+    }
+    snap before, after;
+    take_snap(c, 0, n_layer, kvd, &before);
+    for (int s = 1; s < S; s++) CHECK(sd_kv_truncate(c, s, 0, &err) == SD_OK, "clear seq %d", s);
+    const int held = used(c);
+    long r0 = rss_kib();
+    sd_ctx_trim(c);
+    long r1 = rss_kib();
+    take_snap(c, 0, n_layer, kvd, &after);
+    CHECK(used(c) == held && same_snap(&before, &after, n_layer, kvd), "trim keeps the held pages' bits");
+    /* 7 sequences x 504 cells of K and V were written and released */
+    long freed_kib = (long)(7 * 504) * n_layer * kvd * 2 * (long)sizeof(float) / 1024;
+    if (r0 >= 0 && r1 >= 0)
+        CHECK(r0 - r1 >= freed_kib / 2, "trim returns the free pages' memory (RSS %ld -> %ld KiB, %ld KiB freed)", r0, r1,
+              freed_kib);
+    /* the freed pages are taken again and give the same bits as a context that never trimmed */
+    CHECK(feed_all(c, 1, tok[1], 200, lg_a, &err) == SD_OK && feed_all(ref, 0, tok[1], 200, lg_b, &err) == SD_OK &&
+              memcmp(lg_a, lg_b, (size_t)V * sizeof(float)) == 0,
+          "a sequence on re-mapped pages computes what it did before");
+    CHECK(feed_all(c, 0, tok[0] + 100, 50, lg_a, &err) == SD_OK && sd_kv_truncate(ref, 0, 0, &err) == SD_OK &&
+              feed_all(ref, 0, tok[0], 150, lg_b, &err) == SD_OK && memcmp(lg_a, lg_b, (size_t)V * sizeof(float)) == 0,
+          "a held sequence goes on exactly after a trim");
+    sd_ctx_trim(NULL);
+    free(before.rows);
+    free(after.rows);
+    free(lg_a);
+    free(lg_b);
+    sd_ctx_free(ref);
+    sd_ctx_free(c);
+}
+
 int main(void) {
     sd_model *m = NULL;
     sd_error err;
@@ -327,6 +390,7 @@ int main(void) {
     check_bookkeeping(m, info.n_vocab, info.n_layer, kvd);
     check_fail_alone(m, info.n_vocab, info.n_layer, kvd);
     check_many(m, info.n_vocab);
+    check_trim(m, info.n_vocab, info.n_layer, kvd);
     sd_model_free(m);
     return tl_finish("test_kvpool");
 }

@@ -255,6 +255,10 @@ void sd_kv_pool_usage(const sd_ctx *c, int *cells_used, int *cells_capacity) {
     if (cells_capacity) *cells_capacity = c ? c->kv.cap_pages * c->kv.page_cells : 0;
 }
 
+void sd_ctx_trim(sd_ctx *c) {
+    if (c) kv_trim(&c->kv);
+}
+
 int sd_kv_page_cells(const sd_ctx *c) { return c ? c->kv.page_cells : 0; }
 
 sd_status sd_kv_keep(sd_ctx *c, int seq, int start, const int32_t *cells, int n, sd_error *err) {

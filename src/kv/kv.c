@@ -1,7 +1,9 @@
+#define _DEFAULT_SOURCE
 #include "kv/kv.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "util/err.h"
 
@@ -32,8 +34,17 @@ sd_status kv_init(kv_cache *kv, int n_seq, int n_layer, int n_ctx, int n_head_kv
     return SD_OK;
 }
 
+/* Page memory is mapped (anonymous), not malloc'd, so a trimmed page goes back to the OS at once. */
+static float *page_map(const kv_cache *kv) {
+    void *p = mmap(NULL, 2 * kv->page_half * sizeof(float), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+static void page_unmap(const kv_cache *kv, float *p) {
+    if (p) munmap(p, 2 * kv->page_half * sizeof(float));
+}
+
 void kv_free(kv_cache *kv) {
-    for (int i = 0; i < kv->n_alloc; i++) free(kv->page[i]);
+    for (int i = 0; i < kv->n_alloc; i++) page_unmap(kv, kv->page[i]);
     free(kv->page);
     free(kv->free_list);
     free(kv->table);
@@ -53,12 +64,25 @@ int kv_pages_used(const kv_cache *kv) { return kv->n_alloc - kv->n_free; }
 
 /* a page from the free list, else a new one while the cap allows; -1 when neither */
 static int page_take(kv_cache *kv) {
-    if (kv->n_free > 0) return kv->free_list[--kv->n_free];
+    if (kv->n_free > 0) {
+        int id = kv->free_list[kv->n_free - 1];
+        if (!kv->page[id] && !(kv->page[id] = page_map(kv))) return -1; /* trimmed: mapped again */
+        kv->n_free--;
+        return id;
+    }
     if (kv->n_alloc >= kv->cap_pages) return -1;
-    float *p = malloc(2 * kv->page_half * sizeof(float));
+    float *p = page_map(kv);
     if (!p) return -1;
     kv->page[kv->n_alloc] = p;
     return kv->n_alloc++;
+}
+
+void kv_trim(kv_cache *kv) {
+    for (int i = 0; i < kv->n_free; i++) {
+        int id = kv->free_list[i];
+        page_unmap(kv, kv->page[id]);
+        kv->page[id] = NULL;
+    }
 }
 
 sd_status kv_reserve(kv_cache *kv, int seq, int n_cells, sd_error *err) {

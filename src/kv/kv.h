@@ -4,8 +4,8 @@
  * Memory follows the live tokens: the cells live in pages of page_cells consecutive cells taken from a pool shared
  * by all sequences. Page slot i of a sequence holds its cells [i * page_cells, (i + 1) * page_cells) in every layer.
  * A sequence holds the slots [0, n_pages): they are taken when it grows (kv_reserve) and given back to the pool
- * when it is cut (kv_release). Pages are malloc'd the first time the pool needs one (up to cap_pages), then kept
- * on a free list until kv_free. */
+ * when it is cut (kv_release). Pages are mapped the first time the pool needs one (up to cap_pages), then kept
+ * on a free list (their memory returned to the OS by kv_trim, mapped again when taken) until kv_free. */
 #ifndef SD_KV_KV_H
 #define SD_KV_KV_H
 #include <stddef.h>
@@ -27,7 +27,7 @@ typedef struct kv_cache {
     size_t page_half; /* floats of one page's K (or V): n_layer * n_head_kv * page_cells * head_dim */
     /* page memory, K then V, each [n_layer][n_head_kv][page_cells][head_dim]: a KV head's rows of a layer are
      * contiguous (attention reads them in cell order as one stream) */
-    float **page;     /* [cap_pages] NULL until first needed */
+    float **page;     /* [cap_pages] NULL until first needed (and after kv_trim, for free pages) */
     int *free_list;   /* [cap_pages] ids of free allocated pages (a stack) */
     int *table;       /* [n_seq][max_pages] page id of each slot a sequence holds */
     int *n_pages;     /* [n_seq] slots held */
@@ -61,6 +61,9 @@ sd_status kv_reserve(kv_cache *kv, int seq, int n_cells, sd_error *err);
 /* Gives the pages of seq beyond the first ones covering n_cells back to the pool (no length changes: the caller
  * makes sure no layer is longer than n_cells). */
 void kv_release(kv_cache *kv, int seq, int n_cells);
+/* Returns the memory of the pages on the free list to the OS (they keep their ids and are mapped again when
+ * taken): e.g. when a server goes idle. Held pages are untouched. */
+void kv_trim(kv_cache *kv);
 /* pages held by sequences */
 int kv_pages_used(const kv_cache *kv);
 

@@ -172,7 +172,7 @@ int cmd_serve(int argc, char **argv) {
         goto done;
     }
     sd_error e = {0};
-    if (!sv_worker_start(&w, env.ctx, P, budget, &queue, &metrics, &e)) {
+    if (!sv_worker_start(&w, env.ctx, env.dctx, P, budget, &queue, &metrics, &e)) {
         fprintf(stderr, "error: %s\n", e.msg);
         goto done;
     }

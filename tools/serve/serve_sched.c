@@ -200,6 +200,12 @@ static void *worker_main(void *arg) {
         int n_taken = 0, qlen;
         pthread_mutex_lock(&q->mu);
         q->free_slots = w->parallel - live;
+        if (live == 0 && q->n == 0 && !q->stop) { /* going idle: give the free cache pages back to the OS */
+            pthread_mutex_unlock(&q->mu);
+            sd_ctx_trim(w->ctx);
+            sd_ctx_trim(w->draft_ctx);
+            pthread_mutex_lock(&q->mu);
+        }
         while (!(live < w->parallel && q->n > 0) && live == 0 && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
         if (live == 0 && q->n == 0 && q->stop) {
             pthread_mutex_unlock(&q->mu);
@@ -237,10 +243,11 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-bool sv_worker_start(sv_worker *w, sd_ctx *ctx, int parallel, int token_budget, sv_queue *q, sv_metrics *mt,
+bool sv_worker_start(sv_worker *w, sd_ctx *ctx, sd_ctx *draft_ctx, int parallel, int token_budget, sv_queue *q, sv_metrics *mt,
                      sd_error *err) {
     memset(w, 0, sizeof *w);
     w->ctx = ctx;
+    w->draft_ctx = draft_ctx;
     w->model = sd_ctx_model(ctx);
     w->parallel = parallel;
     w->queue = q;

@@ -16,6 +16,7 @@ typedef struct sv_slot sv_slot;
 
 typedef struct sv_worker {
     sd_ctx *ctx;
+    sd_ctx *draft_ctx; /* the draft model's context (NULL without one): trimmed with ctx when idle */
     const sd_model *model;
     int parallel;     /* sequences (the contexts' n_seq) */
     sv_queue *queue;
@@ -26,8 +27,9 @@ typedef struct sv_worker {
     bool running;
 } sv_worker;
 
-/* Creates the scheduler (token_budget 0: n_batch) and starts the thread. On failure returns false with err. */
-bool sv_worker_start(sv_worker *w, sd_ctx *ctx, int parallel, int token_budget, sv_queue *q, sv_metrics *mt,
+/* Creates the scheduler (token_budget 0: n_batch) and starts the thread. When it has nothing to do it returns the
+ * contexts' free cache pages to the OS (sd_ctx_trim), so memory after a burst falls back to the idle level. On failure returns false with err. */
+bool sv_worker_start(sv_worker *w, sd_ctx *ctx, sd_ctx *draft_ctx, int parallel, int token_budget, sv_queue *q, sv_metrics *mt,
                      sd_error *err);
 /* Stops taking new jobs, finishes the queued and running ones, joins the thread and frees what it holds. */
 void sv_worker_stop(sv_worker *w);

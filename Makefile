@@ -41,7 +41,7 @@ help:
 	@echo "make          build the libraries (libspecdec.a, libspecdec.so), the CLI ($(CLI)), the example and the tests"
 	@echo "make demo     install missing Debian packages (as root; else print the apt-get line), build, generate a story"
 	@echo "make deps     only check the Debian packages (deps/debian-packages) and print the apt-get line for missing ones"
-	@echo "make check    the whole suite: tests, tests under ASan + UBSan, a short fuzz run (what CI runs)"
+	@echo "make check    the whole suite: tests, tests under ASan + UBSan, a 30 s server load test, a short fuzz run (what CI runs)"
 	@echo "make test     build and run the tests (optimised build only)"
 	@echo "make install  PREFIX=/usr/local [DESTDIR=]: libspecdec.so.$(VERSION) (+ links), libspecdec.a, specdec.h,"
 	@echo "              specdec.pc, the specdec binary;  make uninstall (same PREFIX) removes exactly those"

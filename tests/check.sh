@@ -1,6 +1,6 @@
 #!/bin/sh
-# The whole suite: the tests (optimised build), the tests again under AddressSanitizer + UBSan, and a short
-# run of the GGUF fuzzer. Ends with one "N passed, N failed" line over everything.
+# The whole suite: the tests (optimised build), the tests again under AddressSanitizer + UBSan, a 30-second load
+# test of the server, and a short run of the fuzzers. Ends with one "N passed, N failed" line over everything.
 SHARED=${SHARED:-../shared}
 export SHARED
 log=$(mktemp)
@@ -17,6 +17,15 @@ step() { # step NAME command...
 }
 step "tests" make -s test
 step "tests under ASan + UBSan" make -s asan
+echo "#### load test: 64 clients against specdec serve for 30 s (make loadtest-short)"
+if make -s loadtest-short >"$log" 2>&1; then
+    grep -E '^(requests|time to first|server RSS)' "$log"
+    total_p=$((total_p + 1))
+else
+    tail -n 30 "$log"
+    echo "FAIL: the load test"
+    total_f=$((total_f + 1))
+fi
 echo "#### fuzz the GGUF reader, a model load + forward pass and the JSONL reader (${FUZZ_SECONDS:-60} s in all)"
 if make -s fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-60} >"$log" 2>&1; then
     grep -E '^Done [0-9]+ runs' "$log"

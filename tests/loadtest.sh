@@ -3,7 +3,7 @@
 # after another for LOAD_SECONDS (default 300), mixing plain, n-gram and draft-model requests. Passes when every
 # request is answered (200, a stream ending with [DONE]), the server is alive and idle afterwards (no live session,
 # no KV cell in use, empty queue) and its memory falls back toward the idle level (within 8 MiB + a quarter of what
-# the load added). Reports requests/s, tokens/s, p50/p99 latency to the first token and per token
+# the load added). Reports requests/s, tokens/s, p50/p99 time to the first byte and per token
 # after it, and the server's resident memory idle / after. `make loadtest` (5 min), `make loadtest-short` (30 s).
 # LOAD_PARALLEL (8), LOAD_TOKENS (64 per request), LOAD_THREADS (the server's -t), LOAD_MODEL. Timings depend on
 # the machine and its load; they are printed, never checked.
@@ -97,7 +97,7 @@ awk -v secs=$((t1 - t0)) -v alive=$alive -v idle=$i -v rss0="$RSS_IDLE" -v rss1=
     END {
         sort(ttft, n); sort(tpot, m)
         printf "requests: %d, answered %d (%.1f/s); tokens: %d (%.1f/s)\n", n, good, n / secs, toks, toks / secs
-        printf "time to first token: p50 %.3f s, p99 %.3f s; per token after it: p50 %.4f s, p99 %.4f s\n",
+        printf "time to first byte (the stream opens at once; tools/serve_bench.py times the first token): p50 %.3f s, p99 %.3f s; per token after it: p50 %.4f s, p99 %.4f s\n",
                pct(ttft, n, 0.5), pct(ttft, n, 0.99), pct(tpot, m, 0.5), pct(tpot, m, 0.99)
         printf "server RSS: idle %s MiB, peak %s MiB, after %s MiB (free KV pages go back to the OS when the server idles)\n", rss0, peak, rss1
         mem_ok = rss1 - rss0 <= 8 + (peak - rss0) / 4

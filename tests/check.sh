@@ -17,24 +17,22 @@ step() { # step NAME command...
 }
 step "tests" make -s test
 step "tests under ASan + UBSan" make -s asan
-echo "#### load test: 64 clients against specdec serve for 30 s (make loadtest-short)"
-if make -s loadtest-short >"$log" 2>&1; then
-    grep -E '^(requests|time to first|server RSS)' "$log"
-    total_p=$((total_p + 1))
-else
-    tail -n 30 "$log"
-    echo "FAIL: the load test"
-    total_f=$((total_f + 1))
-fi
-echo "#### fuzz the GGUF reader, a model load + forward pass and the JSONL reader (${FUZZ_SECONDS:-60} s in all)"
-if make -s fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-60} >"$log" 2>&1; then
-    grep -E '^Done [0-9]+ runs' "$log"
-    total_p=$((total_p + 1))
-else
-    tail -n 40 "$log"
-    echo "FAIL: the fuzzer found a crash (see above)"
-    total_f=$((total_f + 1))
-fi
+whole() { # whole NAME SUMMARY-PATTERN FAILURE command...: a check that passes or fails as one (quiet unless it fails)
+    name=$1; pat=$2; why=$3; shift 3
+    echo "#### $name"
+    if "$@" >"$log" 2>&1; then
+        grep -E "$pat" "$log"
+        total_p=$((total_p + 1))
+    else
+        tail -n 40 "$log"
+        echo "FAIL: $why"
+        total_f=$((total_f + 1))
+    fi
+}
+whole "load test: 64 clients against specdec serve for 30 s (make loadtest-short)" '^(requests|time to first|server RSS)' \
+    "the load test" make -s loadtest-short
+whole "fuzz the GGUF reader, a model load + forward pass and the JSONL reader (${FUZZ_SECONDS:-60} s in all)" \
+    '^Done [0-9]+ runs' "the fuzzer found a crash (see above)" make -s fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 rm -f "$log"
 echo "$total_p passed, $total_f failed"
 [ "$total_f" -eq 0 ]

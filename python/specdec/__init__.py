@@ -126,7 +126,23 @@ class _Draft:
         self.model.close()
 
 
-class Stream:
+class _Closing:
+    """close() at the end of a `with` block and when collected (errors while collected are ignored)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Stream(_Closing):
     """An iterator over the text pieces of one generation (UTF-8 safe: a character split across tokens comes out
     whole). After the last piece, .result holds the Result. close() (or leaving a `with` block) stops early."""
 
@@ -194,20 +210,8 @@ class Stream:
         self._free()
         self._pending = []
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-
-class Model:
+class Model(_Closing):
     """A loaded model and one context (KV cache, threads) to generate with.
 
     Model(path, n_ctx=0, n_threads=0, n_batch=64, tokenizer=None, convert_type=None, n_kv_cells=0, no_mmap=False,
@@ -441,18 +445,6 @@ class Model:
         if self._m is not None:
             _L.sd_model_free(self._m)
             self._m = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         return "Model(%r, n_ctx=%d)" % (self.path, self.n_ctx) if self._c is not None else "Model(closed)"

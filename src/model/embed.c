@@ -56,9 +56,11 @@ typedef struct embed_state {
 static void embed_fill(void *user, int ti, int64_t row, float *out) {
     embed_state *g = user;
     const embed_tensor *t = &g->t[ti];
-    rng r;
-    rng_seed(&r, g->seed ^ ((uint64_t)ti << 40) ^ ((uint64_t)row * 0x9e3779b97f4a7c15ull));
-    for (int64_t c = 0; c < t->cols; c++) out[c] = (float)(rng_uniform(&r) * 2.0 - 1.0) * t->rand_scale;
+    if (t->kind != EMB_TOKENS && t->kind != EMB_WRITE) { /* the kinds with random entries */
+        rng r;
+        rng_seed(&r, g->seed ^ ((uint64_t)ti << 40) ^ ((uint64_t)row * 0x9e3779b97f4a7c15ull));
+        for (int64_t c = 0; c < t->cols; c++) out[c] = (float)(rng_uniform(&r) * 2.0 - 1.0) * t->rand_scale;
+    }
     switch (t->kind) {
     case EMB_TOKENS:
         tensor_get_row(t->small, row, g->row0);

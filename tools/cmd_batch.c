@@ -58,18 +58,12 @@ int cmd_batch(int argc, char **argv) {
     run_opts_init(&o);
     const char *prompts = NULL, *out_path = NULL;
     int P = 4, limit = 0, budget = 0;
+    static const char *const own[] = {"--prompts", "--parallel", "--limit", "--out", "--token-budget", NULL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        int t = run_opts_take(&o, argc, argv, &i);
-        if (t < 0) return 2;
-        if (t > 0) continue;
-        static const char *const own[] = {"--prompts", "--parallel", "--limit", "--out", "--token-budget", NULL};
-        const char *v = run_opts_own(argc, argv, &i, own, "batch");
-        if (!v) return 2;
+        const char *a = argv[i], *v = NULL;
+        run_arg r = run_opts_arg(&o, argc, argv, &i, own, "batch", usage, &v);
+        if (r == RUN_ARG_SHARED) continue;
+        if (r != RUN_ARG_OWN) return r == RUN_ARG_HELP ? 0 : 2;
         if (!strcmp(a, "--prompts")) prompts = v;
         else if (!strcmp(a, "--out")) out_path = v;
         else if (!strcmp(a, "--parallel") && !cli_int(a, v, 1, 256, &P)) return 2;

@@ -109,18 +109,12 @@ int cmd_bench_batch(int argc, char **argv) {
     o.n_predict = 64;
     const char *methods = "plain", *par = "1,2,4,8,16", *prompts_path = NULL;
     int reps = 1, budget = 0;
+    static const char *const own[] = {"--methods", "--parallel", "--prompts", "--reps", "--token-budget", NULL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        int t = run_opts_take(&o, argc, argv, &i);
-        if (t < 0) return 2;
-        if (t > 0) continue;
-        static const char *const own[] = {"--methods", "--parallel", "--prompts", "--reps", "--token-budget", NULL};
-        const char *v = run_opts_own(argc, argv, &i, own, "bench batch");
-        if (!v) return 2;
+        const char *a = argv[i], *v = NULL;
+        run_arg r = run_opts_arg(&o, argc, argv, &i, own, "bench batch", usage, &v);
+        if (r == RUN_ARG_SHARED) continue;
+        if (r != RUN_ARG_OWN) return r == RUN_ARG_HELP ? 0 : 2;
         if (!strcmp(a, "--methods")) methods = v;
         else if (!strcmp(a, "--parallel")) par = v;
         else if (!strcmp(a, "--prompts")) prompts_path = v;

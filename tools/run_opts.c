@@ -15,7 +15,7 @@ void run_opts_init(run_opts *o) {
     o->spec = sd_spec_default_params();
 }
 
-int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
+static int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
 #define IS(s, l) (strcmp(a, s) == 0 || strcmp(a, l) == 0)
     bool flag_only = IS("--no-bos", "--no-bos") || IS("--ignore-eos", "--ignore-eos") || IS("--no-mmap", "--no-mmap") ||
@@ -72,7 +72,7 @@ int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
     return ok ? 1 : -1;
 }
 
-const char *run_opts_own(int argc, char **argv, int *i, const char *const *names, const char *cmd) {
+static const char *run_opts_own(int argc, char **argv, int *i, const char *const *names, const char *cmd) {
     const char *a = argv[*i];
     bool known = false;
     for (int j = 0; names[j] && !known; j++) known = !strcmp(a, names[j]);
@@ -85,6 +85,19 @@ const char *run_opts_own(int argc, char **argv, int *i, const char *const *names
         return NULL;
     }
     return argv[++*i];
+}
+
+run_arg run_opts_arg(run_opts *o, int argc, char **argv, int *i, const char *const *own, const char *cmd,
+                     void (*usage)(FILE *), const char **val) {
+    const char *a = argv[*i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        usage(stdout);
+        return RUN_ARG_HELP;
+    }
+    int t = run_opts_take(o, argc, argv, i);
+    if (t != 0) return t > 0 ? RUN_ARG_SHARED : RUN_ARG_BAD;
+    *val = run_opts_own(argc, argv, i, own, cmd);
+    return *val ? RUN_ARG_OWN : RUN_ARG_BAD;
 }
 
 void run_opts_help(FILE *f) {

@@ -27,12 +27,17 @@ typedef struct run_env {
 } run_env;
 
 void run_opts_init(run_opts *o);
-/* Takes argv[*i] (and its value) when it is a shared option: 1 taken (*i advanced past the value), 0 not a shared
- * option, -1 bad value (message printed). */
-int run_opts_take(run_opts *o, int argc, char **argv, int *i);
-/* A command's own option with a value: argv[*i] must be one of names (NULL-terminated). Returns the value (*i
- * advanced past it), or NULL after printing what is wrong (an unknown option, a missing value). */
-const char *run_opts_own(int argc, char **argv, int *i, const char *const *names, const char *cmd);
+/* What run_opts_arg found at argv[*i]. */
+typedef enum run_arg {
+    RUN_ARG_OWN,    /* one of the command's own options: *val is its value */
+    RUN_ARG_SHARED, /* a shared option, taken into *o */
+    RUN_ARG_HELP,   /* -h / --help: usage(stdout) was printed; the command exits 0 */
+    RUN_ARG_BAD,    /* an unknown option, a missing or bad value: the message was printed; the command exits 2 */
+} run_arg;
+/* One step of a command's option loop: argv[*i] is help, a shared option or one of own (NULL-terminated names, each
+ * taking a value). *i is advanced past any value; cmd names the command in messages ("bench batch"). */
+run_arg run_opts_arg(run_opts *o, int argc, char **argv, int *i, const char *const *own, const char *cmd,
+                     void (*usage)(FILE *), const char **val);
 /* The shared options' help text (model/draft/heads, sampling, speculative, engine). */
 void run_opts_help(FILE *f);
 /* Checks what needs no model, loads the models and heads, validates the method against them, then creates the

@@ -59,22 +59,16 @@ int cmd_generate(int argc, char **argv) {
     run_opts_init(&o);
     const char *prompt = NULL, *prompt_file = NULL;
     bool compare = false;
+    static const char *const own[] = {"-p", "--prompt", "-f", "--file", NULL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage_generate(stdout);
-            return 0;
-        }
-        int t = run_opts_take(&o, argc, argv, &i);
-        if (t < 0) return 2;
-        if (t > 0) continue;
+        const char *a = argv[i], *v = NULL;
         if (!strcmp(a, "--compare")) {
             compare = true;
             continue;
         }
-        static const char *const own[] = {"-p", "--prompt", "-f", "--file", NULL};
-        const char *v = run_opts_own(argc, argv, &i, own, "generate");
-        if (!v) return 2;
+        run_arg r = run_opts_arg(&o, argc, argv, &i, own, "generate", usage_generate, &v);
+        if (r == RUN_ARG_SHARED) continue;
+        if (r != RUN_ARG_OWN) return r == RUN_ARG_HELP ? 0 : 2;
         if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
         else prompt_file = v;
     }

@@ -87,20 +87,14 @@ int cmd_serve(int argc, char **argv) {
     s.idle_timeout_s = 60;
     int P = 4, queue_limit = 64, budget = 0;
     const char *alias = NULL, *tpl_arg = NULL;
+    static const char *const own[] = {"--host", "--port", "--parallel", "--queue-limit", "--api-key",
+                                      "--chat-template", "--alias", "--max-body", "--timeout",
+                                      "--max-connections", "--token-budget", "--idle-timeout", NULL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        int t = run_opts_take(&o, argc, argv, &i);
-        if (t < 0) return 2;
-        if (t > 0) continue;
-        static const char *const own[] = {"--host", "--port", "--parallel", "--queue-limit", "--api-key",
-                                          "--chat-template", "--alias", "--max-body", "--timeout",
-                                          "--max-connections", "--token-budget", "--idle-timeout", NULL};
-        const char *v = run_opts_own(argc, argv, &i, own, "serve");
-        if (!v) return 2;
+        const char *a = argv[i], *v = NULL;
+        run_arg r = run_opts_arg(&o, argc, argv, &i, own, "serve", usage, &v);
+        if (r == RUN_ARG_SHARED) continue;
+        if (r != RUN_ARG_OWN) return r == RUN_ARG_HELP ? 0 : 2;
         int x = 0;
         float f = 0;
         if (!strcmp(a, "--host")) s.host = v;

@@ -1,13 +1,7 @@
 #!/bin/sh
 # The CLI and the example program, end to end: outputs, exit codes and error messages.
-BUILD=${BUILD:-build}
-SHARED=${SHARED:-../shared}
-CLI=$BUILD/specdec
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-out=$(mktemp); err=$(mktemp)
+TEST=test_cli
+. "$(dirname "$0")/lib.sh"
 
 # greedy story equals the reference text of models/README.md
 $CLI generate -m "$SHARED/models/stories260K.gguf" -p "Once upon a time" -n 40 --temp 0 -t 2 >"$out" 2>"$err"

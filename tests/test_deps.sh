@@ -2,12 +2,9 @@
 # The Debian package list and its checker (scripts/deps.sh), as `make demo` and .ci/run use them: a missing package
 # gives the exact apt-get line (sudo when not root) and a stop; as root it is installed. Nothing is really installed:
 # the list, the user id, dpkg-query and apt-get are replaced through the environment.
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-tmp=$(mktemp -d)
-out=$tmp/out; err=$tmp/err
+TEST=test_deps
+. "$(dirname "$0")/lib.sh"
+tmp=$TMP
 
 # the real list holds what the build needs, and everything on it is installed here (the suite is running)
 pk=$(sh scripts/deps.sh list)
@@ -80,6 +77,4 @@ SPECDEC_DEPS_LIST=$tmp/list SPECDEC_DEPS_UID=1000 timeout 60 bash .ci/run >"$out
 rc=$?
 [ $rc -eq 1 ] && grep -qx "    sudo apt-get install -y specdec-fake-one specdec-fake-two" "$err" && ok || bad ".ci/run: rc $rc, $(cat "$err")"
 
-rm -rf "$tmp"
-echo "test_deps: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

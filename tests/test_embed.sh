@@ -1,16 +1,9 @@
 #!/bin/sh
 # gen-model --embed: a widened stories-ee writes the same greedy stories as stories-ee; bad shapes are refused.
-BUILD=${BUILD:-build}
-SHARED=${SHARED:-../shared}
-CLI=$BUILD/specdec
+TEST=test_embed
+. "$(dirname "$0")/lib.sh"
 SMALL="$SHARED/models/stories-ee.gguf"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-tdir=$(mktemp -d)
-trap 'rm -rf "$tdir"' EXIT
-err="$tdir/err"
+tdir=$TMP
 
 greedy() { # greedy MODEL PROMPT -> the continuation on stdout
     $CLI generate -m "$1" -p "$2" -n 80 --temp 0 -t 1 2>"$err"
@@ -64,5 +57,4 @@ expect_err "embed without --dim" "needs --dim" gen-model --embed "$SMALL" --type
 expect_err "--dim without --embed" "go with --embed" gen-model --shape test-tiny --dim 384 --type f32 --vocab "$SHARED/models/vocab/ggml-vocab-llama-spm.gguf" -o "$tdir/bad.gguf"
 expect_err "unknown type" "unknown weight type" gen-model --embed "$SMALL" --dim 384 --type q9 -o "$tdir/bad.gguf"
 
-echo "test_embed: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -2,20 +2,14 @@
 # make install / make uninstall into a temporary prefix: the files, the soname links, specdec.pc; examples/simple.c
 # built with nothing but `pkg-config --cflags --libs specdec` (shared) and `pkg-config --static` (static) gives the
 # story; DESTDIR; uninstall removes exactly what install wrote.
-BUILD=${BUILD:-build}
-SHARED=${SHARED:-../shared}
+TEST=test_install
+. "$(dirname "$0")/lib.sh"
 CC=${CC:-cc}
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
 if ldd "$BUILD/libspecdec.so" 2>/dev/null | grep -q 'libasan\|libubsan'; then
     # a sanitizer build's library cannot be linked or loaded without the sanitizer runtime
-    echo "test_install: 0 passed, 0 failed (skipped: sanitizer build)"
-    exit 0
+    skip "a sanitizer build's library needs the sanitizer runtime"
 fi
-tmp=$(mktemp -d)
-out=$tmp/out; err=$tmp/err
+tmp=$TMP
 version=$(sed -n 's/^#define SPECDEC_VERSION "\(.*\)"/\1/p' include/specdec.h)
 major=${version%%.*}
 model=$SHARED/models/stories260K.gguf
@@ -82,6 +76,4 @@ make --no-print-directory -s install BUILD="$BUILD" PREFIX=/opt/specdec DESTDIR=
 make --no-print-directory -s uninstall BUILD="$BUILD" PREFIX=/opt/specdec DESTDIR="$d" LDCONFIG=true >"$out" 2>"$err"
 [ -z "$(find "$d" ! -type d)" ] && ok || bad "DESTDIR uninstall left: $(find "$d" ! -type d)"
 
-rm -rf "$tmp"
-echo "test_install: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -1,15 +1,9 @@
 #!/bin/sh
 # --no-mmap and --mlock: the same tokens as a mapped model; a lock the limit refuses is an error naming the limit.
-BUILD=${BUILD:-build}
-SHARED=${SHARED:-../shared}
-CLI=$BUILD/specdec
+TEST=test_load_modes
+. "$(dirname "$0")/lib.sh"
 M="$SHARED/models/stories-ee.gguf"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-tdir=$(mktemp -d)
-trap 'rm -rf "$tdir"' EXIT
+tdir=$TMP
 
 $CLI generate -m "$M" -p "Once upon a time" -n 60 --temp 0 -t 1 >"$tdir/ref" 2>"$tdir/err" || bad "mapped: $(cat "$tdir/err")"
 for f in --no-mmap --mlock "--no-mmap --mlock"; do
@@ -38,5 +32,4 @@ elif [ "$(id -u)" -ne 0 ]; then
 else
     echo "skip: refused --mlock (no setpriv to drop CAP_IPC_LOCK)"
 fi
-echo "test_load_modes: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -3,64 +3,16 @@
 # mixed methods) equal `specdec generate --temp 0`; bad requests get the right status and the server keeps
 # serving; a client that disconnects mid-stream frees its session; queue limit, timeout, API key, /health,
 # /metrics, chat templates, SIGTERM drain. Servers listen on a free port (--port 0) and are killed on exit.
-BUILD=${BUILD:-build}
-SHARED=${SHARED:-../shared}
-CLI=$BUILD/specdec
+TEST=test_serve
+. "$(dirname "$0")/lib.sh"
 TGT=$SHARED/models/stories-ee.gguf
 DRAFT=$SHARED/models/stories260K.gguf
 CTX=8192
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-finish() { echo "test_serve: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
-
 for tool in curl jq; do
-    if ! command -v $tool >/dev/null 2>&1; then
-        echo "test_serve: skipped: $tool is not installed (apt-get install $tool)"
-        echo "test_serve: 0 passed, 0 failed"
-        exit 0
-    fi
+    command -v $tool >/dev/null 2>&1 || skip "$tool is not installed (apt-get install $tool)"
 done
-
-TMP=$(mktemp -d)
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    [ -n "$KEEP_TMP" ] && echo "kept $TMP" || rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-# the whole test is bounded: a watchdog ends it after 300 s
-TOP=$$
-(
-    sleep 300 &
-    s=$!
-    trap 'kill $s 2>/dev/null; exit 0' TERM
-    wait $s
-    echo "FAIL: test_serve timed out"
-    kill -TERM $TOP
-) 2>/dev/null &
-PIDS="$PIDS $!"
-
-# start_server LOG ARGS...: starts a server on a free port; sets SPID and PORT (returns 1 when it does not start)
-start_server() {
-    log=$1
-    shift
-    $CLI serve -m "$TGT" --port 0 -t 1 "$@" >/dev/null 2>"$log" &
-    SPID=$!
-    PIDS="$PIDS $SPID"
-    PORT=""
-    i=0
-    while [ $i -lt 300 ]; do
-        PORT=$(sed -n 's/.*ready on http:\/\/[0-9.]*:\([0-9][0-9]*\).*/\1/p' "$log")
-        [ -n "$PORT" ] && return 0
-        kill -0 "$SPID" 2>/dev/null || return 1
-        sleep 0.1
-        i=$((i + 1))
-    done
-    return 1
-}
+# the whole test is bounded
+watchdog 300
 
 # gen PROMPT N ARGS...: the completion `specdec generate --temp 0` gives (the prompt stripped)
 gen() {
@@ -86,7 +38,7 @@ expect_status() {
 }
 
 # ---------------------------------------------------------------- the main server
-if ! start_server "$TMP/main.log" -c $CTX --parallel 4 --draft-model "$DRAFT" --chat-template chatml; then
+if ! start_server "$TMP/main.log" -m "$TGT" -t 1 -c $CTX --parallel 4 --draft-model "$DRAFT" --chat-template chatml; then
     bad "server start: $(cat "$TMP/main.log")"
     finish
 fi
@@ -302,7 +254,7 @@ wait "$CURL"
     ok || bad "SIGTERM drain: exit $rc, stream ends $(tail -c 200 "$TMP/drain.txt")"
 
 # ---------------------------------------------------------------- queue limit and per-request timeout
-if start_server "$TMP/q.log" -c $CTX --parallel 1 --queue-limit 0 --timeout 3; then
+if start_server "$TMP/q.log" -m "$TGT" -t 1 -c $CTX --parallel 1 --queue-limit 0 --timeout 3; then
     U=http://127.0.0.1:$PORT
     curl -s -N --max-time 30 -o "$TMP/long.txt" "$U/v1/completions" \
         -d '{"prompt": "Once upon a time", "max_tokens": 8000, "ignore_eos": true, "temperature": 0, "stream": true}' &
@@ -324,7 +276,7 @@ else
 fi
 
 # ---------------------------------------------------------------- API key, idle timeout
-if start_server "$TMP/k.log" -c 4096 --api-key s3cret --idle-timeout 1 --spec ngram --gamma 3 --temp 0; then
+if start_server "$TMP/k.log" -m "$TGT" -t 1 -c 4096 --api-key s3cret --idle-timeout 1 --spec ngram --gamma 3 --temp 0; then
     U=http://127.0.0.1:$PORT
     # the server's flags are the defaults of a request: its method and temperature
     exp=$(gen "$P1" 30 --spec ngram --gamma 3)
@@ -355,7 +307,7 @@ else
 fi
 
 # ---------------------------------------------------------------- chat templates and command-line errors
-if start_server "$TMP/n.log" -c 256; then
+if start_server "$TMP/n.log" -m "$TGT" -t 1 -c 256; then
     U=http://127.0.0.1:$PORT
     expect_status "chat without a template" 400 "--chat-template" /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}]}'
     kill -TERM "$SPID"
@@ -365,7 +317,7 @@ fi
 if $CLI gen-model --shape test-tiny --type f32 --vocab "$SHARED/models/vocab/ggml-vocab-phi-3.gguf" -o "$TMP/phi3.gguf" >/dev/null 2>&1; then
     TGT_SAVE=$TGT
     TGT=$TMP/phi3.gguf
-    if start_server "$TMP/p.log" -c 64; then
+    if start_server "$TMP/p.log" -m "$TGT" -t 1 -c 64; then
         grep -q "chat format phi3" "$TMP/p.log" && ok || bad "phi-3 template not recognised: $(cat "$TMP/p.log")"
         kill -TERM "$SPID"
         wait "$SPID"

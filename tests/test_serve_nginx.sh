@@ -2,59 +2,19 @@
 # Two `specdec serve` replicas behind nginx with deploy/nginx/specdec.conf (ports substituted), on loopback:
 # answers through nginx equal generate's (JSON and streamed), both replicas serve, and when one is stopped the
 # requests go to the other. Skipped when nginx, curl or jq is missing.
-BUILD=${BUILD:-build}
-SHARED=${SHARED:-../shared}
-CLI=$BUILD/specdec
+TEST=test_serve_nginx
+. "$(dirname "$0")/lib.sh"
 TGT=$SHARED/models/stories-ee.gguf
 DRAFT=$SHARED/models/stories260K.gguf
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-finish() { echo "test_serve_nginx: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
-
 NGINX=$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null)
 for tool in curl jq "$NGINX"; do
     if [ -z "$tool" ] || ! command -v "$tool" >/dev/null 2>&1; then
-        echo "test_serve_nginx: skipped: ${tool:-nginx} is not installed (apt-get install nginx-light curl jq)"
-        echo "test_serve_nginx: 0 passed, 0 failed"
-        exit 0
+        skip "${tool:-nginx} is not installed (apt-get install nginx-light curl jq)"
     fi
 done
+watchdog 120
 
-TMP=$(mktemp -d)
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-TOP=$$
-(
-    sleep 120 &
-    s=$!
-    trap 'kill $s 2>/dev/null; exit 0' TERM
-    wait $s
-    echo "FAIL: test_serve_nginx timed out"
-    kill -TERM $TOP
-) 2>/dev/null &
-PIDS="$PIDS $!"
-
-start_replica() { # LOG: sets SPID, PORT
-    $CLI serve -m "$TGT" --draft-model "$DRAFT" --port 0 -t 1 --parallel 2 -c 512 >/dev/null 2>"$1" &
-    SPID=$!
-    PIDS="$PIDS $SPID"
-    PORT=""
-    i=0
-    while [ $i -lt 300 ] && [ -z "$PORT" ]; do
-        PORT=$(sed -n 's/.*ready on http:\/\/[0-9.]*:\([0-9][0-9]*\).*/\1/p' "$1")
-        kill -0 "$SPID" 2>/dev/null || return 1
-        [ -n "$PORT" ] || sleep 0.1
-        i=$((i + 1))
-    done
-    [ -n "$PORT" ]
-}
+start_replica() { start_server "$1" -m "$TGT" --draft-model "$DRAFT" -t 1 --parallel 2 -c 512; }
 start_replica "$TMP/r1.log" || { bad "replica 1: $(cat "$TMP/r1.log")"; finish; }
 R1=$SPID P1=$PORT
 start_replica "$TMP/r2.log" || { bad "replica 2: $(cat "$TMP/r2.log")"; finish; }

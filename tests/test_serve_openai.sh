@@ -3,43 +3,16 @@
 # `specdec serve` with an API key: completion, chat, both streamed, the speculative object, an error, the model
 # list — each answer equal to `specdec generate --temp 0`. Skipped with a message when Node or the package is
 # missing (npm install -g openai@4).
-BUILD=${BUILD:-build}
-SHARED=${SHARED:-../shared}
-CLI=$BUILD/specdec
+TEST=test_serve_openai
+. "$(dirname "$0")/lib.sh"
 TGT=$SHARED/models/stories-ee.gguf
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-skip() {
-    echo "test_serve_openai: skipped: $1"
-    echo "test_serve_openai: 0 passed, 0 failed"
-    exit 0
-}
 command -v node >/dev/null 2>&1 || skip "node is not installed (apt-get install nodejs)"
 command -v jq >/dev/null 2>&1 || skip "jq is not installed"
 NODE_PATH=${NODE_PATH:-$(npm root -g 2>/dev/null)}
 export NODE_PATH
 node -e "require('openai')" >/dev/null 2>&1 || skip "the openai npm package is not installed (npm install -g openai@4)"
 
-TMP=$(mktemp -d)
-SPID=""
-cleanup() {
-    [ -n "$SPID" ] && kill "$SPID" 2>/dev/null
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-$CLI serve -m "$TGT" --port 0 -t 1 -c 512 --chat-template chatml --api-key k3y >/dev/null 2>"$TMP/server.log" &
-SPID=$!
-PORT=""
-i=0
-while [ $i -lt 300 ] && [ -z "$PORT" ]; do
-    PORT=$(sed -n 's/.*ready on http:\/\/[0-9.]*:\([0-9][0-9]*\).*/\1/p' "$TMP/server.log")
-    kill -0 "$SPID" 2>/dev/null || break
-    [ -n "$PORT" ] || sleep 0.1
-    i=$((i + 1))
-done
+start_server "$TMP/server.log" -m "$TGT" -t 1 -c 512 --chat-template chatml --api-key k3y
 if [ -z "$PORT" ]; then
     bad "server start: $(cat "$TMP/server.log")"
 else
@@ -67,5 +40,4 @@ else
     timeout 60 node tests/serve_openai_client.js "http://127.0.0.1:$PORT/v1" wrong "$prompt" "$user" >/dev/null 2>"$TMP/err.txt"
     [ $? -ne 0 ] && grep -q "401" "$TMP/err.txt" && ok || bad "wrong key: $(cat "$TMP/err.txt")"
 fi
-echo "test_serve_openai: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

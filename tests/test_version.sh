@@ -1,12 +1,8 @@
 #!/bin/sh
 # specdec --version / version (the header's SPECDEC_VERSION, through the library's sd_version), and
 # generate --help listing every speculative method of the registry.
-BUILD=${BUILD:-build}
-CLI=$BUILD/specdec
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+TEST=test_version
+. "$(dirname "$0")/lib.sh"
 version=$(sed -n 's/^#define SPECDEC_VERSION "\(.*\)"/\1/p' include/specdec.h)
 maj=$(sed -n 's/^#define SPECDEC_VERSION_MAJOR \([0-9]*\)$/\1/p' include/specdec.h)
 min=$(sed -n 's/^#define SPECDEC_VERSION_MINOR \([0-9]*\)$/\1/p' include/specdec.h)
@@ -23,11 +19,10 @@ help=$($CLI generate --help)
 choices=$(echo "$help" | grep -A1 -- "--spec NAME" | sed -n 's/.*(\([a-z|-]*\), default none.*/\1/p')
 [ "$choices" = "none|draft|ngram|early-exit|del|specbound" ] && ok || bad "generate --help methods: '$choices'"
 # ... and each one listed is a method generate accepts (a name that is not one is refused)
-M=${SHARED:-../shared}/models/stories260K.gguf
+M=$SHARED/models/stories260K.gguf
 for m in $(echo "$choices" | tr '|' ' '); do
     extra=""; [ "$m" = draft ] && extra="--draft-model $M"
     $CLI generate -m "$M" -p "Once" -n 4 --temp 0 -t 1 --spec "$m" $extra >/dev/null 2>&1 && ok || bad "--spec $m refused"
 done
 $CLI generate -m "$M" -p "Once" -n 4 --spec no-such-method >/dev/null 2>&1 && bad "unknown method accepted" || ok
-echo "test_version: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

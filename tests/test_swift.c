@@ -30,11 +30,11 @@ static sd_model *load(const char *rel) {
     return m;
 }
 
-static sd_ctx *mkctx(sd_model *m, int n_ctx) {
+static sd_ctx *mkctx(sd_model *m, int n_ctx, int n_threads) {
     sd_ctx_params cp = sd_ctx_default_params();
     cp.n_ctx = n_ctx;
     cp.n_batch = 32;
-    cp.n_threads = 2;
+    cp.n_threads = n_threads;
     sd_ctx *c = NULL;
     sd_error err;
     if (sd_ctx_new(m, &cp, &c, &err) != SD_OK) CHECK(0, "ctx: %s", err.msg);
@@ -92,7 +92,7 @@ static void greedy_equivalence(const swift_case *sc, int n_predict) {
         int np = 0;
         sd_tokenize(tm, texts[pi], strlen(texts[pi]), true, false, prompt, 128, &np, NULL);
         int n_ctx = np + n_predict; /* the context ends mid-round */
-        sd_ctx *ct = mkctx(tm, n_ctx), *cref = mkctx(tm, n_ctx);
+        sd_ctx *ct = mkctx(tm, n_ctx, 2), *cref = mkctx(tm, n_ctx, 2);
         int32_t *plain = malloc((size_t)n_predict * sizeof *plain), *got = malloc((size_t)n_predict * sizeof *got);
         int n_plain = 0;
         sd_error err;
@@ -162,7 +162,7 @@ static void view_len_pass(void) {
     sd_model_info mi;
     sd_model_get_info(m, &mi);
     const int N = 20, P = 12, C = N - P, V = mi.n_vocab;
-    sd_ctx *c = mkctx(m, 64);
+    sd_ctx *c = mkctx(m, 64, 2);
     int32_t tok[N], par[N], pos[N];
     for (int i = 0; i < N; i++) tok[i] = (int32_t)(1 + (i * 37) % (V - 1));
     uint8_t want[32];
@@ -374,7 +374,7 @@ static void first_token_distribution(int tree_nodes) {
     sd_model *tm = load("models/stories-plain.gguf");
     if (!tm) return;
     const int V = 512;
-    sd_ctx *ct = mkctx(tm, 64);
+    sd_ctx *ct = mkctx(tm, 64, 1); /* 1 thread: many tiny runs */
     int32_t prompt[1] = {sd_token_bos(tm)};
     sd_sampler_params spp = sd_sampler_default_params();
     spp.temp = 2.0f;
@@ -384,7 +384,7 @@ static void first_token_distribution(int tree_nodes) {
     sd_sampler *s0;
     sd_sampler_new(&spp, V, &s0, NULL);
     sd_sampler_probs(s0, logits, prompt, 1, pf);
-    int N = (int)(20000 * scale());
+    int N = (int)(5000 * scale());
     if (N < 1000) N = 1000;
     int *counts = calloc(V, sizeof *counts), drafted = 0;
     sd_spec_params sp = sd_spec_default_params();
@@ -434,7 +434,7 @@ static void bad_input(void) {
     CHECK(sd_spec_parse(&sp, "swift:skip_ratio=0", &err) == SD_ERR_ARG, "skip_ratio 0 must be refused");
     CHECK(sd_spec_parse(&sp, "swift:window=0", &err) == SD_ERR_ARG, "window 0 must be refused");
     CHECK(sd_spec_parse(&sp, "ngram:p_stop=0.5", &err) == SD_ERR_ARG, "p_stop does not apply to ngram");
-    sd_ctx *c = mkctx(m, 64);
+    sd_ctx *c = mkctx(m, 64, 2);
     sp = sd_spec_default_params();
     sp.method = SD_SPEC_SWIFT;
     sp.swift_window = 40; /* n_batch 32 */

@@ -483,16 +483,18 @@ int cmd_bench_spec(int argc, char **argv) {
         for (int m = 0; m < n_m; m++) any |= ms[m].swift != NULL;
         if (!f || !any) continue;
         fprintf(f, "\nSWIFT (the optimiser state carried across the questions): the final skip set (a = attention, m = MLP "
-                   "of layer l), its matchness, optimisation steps and their share of the generation time\n\n"
+                   "of layer l), its matchness, optimisation steps (all, and those in the measured questions: the warm-up question's are not)\n"
+                   "and their share of the measured generation time\n\n"
                    "| method | skip set | matchness | opt steps | opt share |\n|---|---|---|---|---|\n");
         for (int m = 0; m < n_m; m++) {
             if (!ms[m].swift) continue;
             char set[512];
             float mt = -1;
-            sd_swift_state_best(ms[m].swift, NULL, &mt, NULL);
+            int steps = 0;
+            sd_swift_state_best(ms[m].swift, NULL, &mt, &steps);
             sd_swift_state_describe(ms[m].swift, set, sizeof set);
             acc *a = &A[n_cats][m];
-            fprintf(f, "| %s | %s | %.3f | %.0f | %.1f%% |\n", ms[m].label, set, mt, a->opt_steps,
+            fprintf(f, "| %s | %s | %.3f | %d (%.0f measured) | %.1f%% |\n", ms[m].label, set, mt, steps, a->opt_steps,
                     a->secs > 0 ? 100 * a->t_opt / a->secs : 0);
         }
     }

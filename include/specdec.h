@@ -252,6 +252,10 @@ typedef struct sd_forward_args {
     float *hidden_layers;     /* [layer_end - layer_begin][n][n_embd] out: the state after every layer run; NULL */
     const sd_exit_heads *exit_heads; /* when layer_end < n_layer: the head for depth layer_end is applied before the
                                         final norm for the logits (if it has one); NULL = the plain shared head */
+    /* SWIFT: > 0: tree blocks only (parent set): roots attach to the first view_len cached cells of their sequence
+     * instead of all of them (the block's K/V still go after every cached cell: a scratch extension to truncate),
+     * so a block can re-run cached positions at their own positions (pos) without seeing what follows them. */
+    int view_len;
 } sd_forward_args;
 
 /* Runs layers [layer_begin, layer_end) over the block, appending each position's K/V to the caches of the layers
@@ -368,6 +372,10 @@ typedef enum sd_spec_method {
                            shadow-token statistics (TPL), with a dynamic confidence threshold */
     SD_SPEC_SPECBOUND,  /* SpecBound: each draft token exits at the first depth whose annealed confidence reaches
                            tau; depth bound D, width bound W; states aligned to the deepest exit, one verify pass */
+    /* SWIFT */
+    SD_SPEC_SWIFT,      /* SWIFT: draft with the target minus a set of skipped attention / MLP sub-layers, the set
+                           optimised on the fly (random search + Gaussian-process proposals scored by matchness);
+                           chains, or token trees of the draft chain plus top-k alternatives per position */
 } sd_spec_method;
 
 typedef enum sd_ctrl_kind {
@@ -415,6 +423,17 @@ typedef struct sd_spec_params {
     /* optional: called after every round (tests check the caches there); return false to stop */
     bool (*round_cb)(const sd_spec_round *r, void *user);
     void *round_user;
+    /* SWIFT (methods.md 4). The tree shape comes from tree_nodes / tree_topk / tree_conf above. */
+    float swift_skip_ratio;   /* r: |S| = floor(2 (L - 2) r) skipped sub-layers (0.45) */
+    int swift_window;         /* C: generated tokens the matchness is measured over (32) */
+    int swift_opt_steps;      /* optimisation steps at most (1000) */
+    int swift_patience;       /* stop after this many steps without improvement (300) */
+    int swift_bayes_interval; /* beta: every beta-th step a Gaussian-process proposal (25) */
+    float swift_p_stop;       /* stop drafting when the draft's top-1 probability is below this (0.8) */
+    int swift_max_draft;      /* longest draft chain (25) */
+    float swift_stop_score;   /* stop optimising once the best matchness reaches this (0.95) */
+    struct sd_swift_state *swift_state; /* the optimiser's state (borrowed; shared across sessions and prompts, one
+                                           session at a time); NULL: each generation starts its own */
 } sd_spec_params;
 
 sd_spec_params sd_spec_default_params(void);
@@ -487,11 +506,31 @@ typedef struct sd_spec_stats {
     double t_aux_s;                 /* part of t_gen_s: method bookkeeping (DEL: shadow-token LM heads and statistics) */
     uint64_t layer_passes;          /* target layers run (eTPL = n_gen / layer_passes) */
     double mean_exit, mean_gamma;   /* DEL: mean chosen exit depth and draft bound over rounds */
+    /* SWIFT */
+    double t_opt_s;                 /* part of t_gen_s: the skip-set optimisation (its scoring passes, GP) */
+    int opt_steps;                  /* optimisation steps taken in this generation */
+    float matchness;                /* the best skip set's matchness at the end (-1: none scored yet) */
 } sd_spec_stats;
 
 /* Speculative generation on sequence 0 of `target`: the same tokens as sd_generate with a greedy sampler, the same
  * distribution with a sampling one. Clears the caches of target (and draft) first. Errors: as sd_generate, plus
  * invalid spec params (gamma < 1 or > 256 or > the context, a missing or vocabulary-incompatible draft). */
+/* SWIFT's optimiser state: the best skip set found so far, its matchness, the steps taken and the scored candidates
+ * (for the Gaussian process). Made for one model (its layer count); reusable across sessions and prompts
+ * (sd_spec_params.swift_state), savable to a text file. */
+typedef struct sd_swift_state sd_swift_state;
+/* A fresh state for an n_layer model with the parameters of sp (skip ratio, step limits, seed from seed). */
+sd_status sd_swift_state_new(int n_layer, const sd_spec_params *sp, uint64_t seed, sd_swift_state **out, sd_error *err);
+void sd_swift_state_free(sd_swift_state *st);
+sd_status sd_swift_state_save(const sd_swift_state *st, const char *path, sd_error *err);
+/* Loads a saved state; refuses a file that is not one, is damaged, or is for a model of another layer count. */
+sd_status sd_swift_state_load(const char *path, int n_layer, sd_swift_state **out, sd_error *err);
+/* The best skip set: mask[2 n_layer] (1 = skipped; 2l attention, 2l+1 MLP), its matchness (-1: not scored yet), and
+ * the steps taken; any out pointer may be NULL. Returns the number of skipped sub-layers. */
+int sd_swift_state_best(const sd_swift_state *st, uint8_t *mask, float *matchness, int *steps);
+/* "a3 m3 a5 ..." (a = attention, m = MLP, layer index) of the best set, into buf. */
+void sd_swift_state_describe(const sd_swift_state *st, char *buf, size_t cap);
+
 sd_status sd_spec_generate(sd_ctx *target, sd_sampler *smp, const sd_spec_params *sp, const int32_t *prompt,
                            int n_prompt, int n_predict, bool ignore_eos, int32_t *out, int *n_out, sd_token_cb cb,
                            void *user, sd_spec_stats *stats, sd_error *err);

@@ -254,6 +254,31 @@ if [ $? -eq 0 ] && grep -q "| draft:gamma=3 |" "$out" && grep -q "| P=3 |" "$out
 expect_err "bench batch bad --parallel" "--parallel" bench batch -m "$MEE" --parallel 1,x
 expect_err "bench batch bad method" "exit" bench batch -m "$MEE" --methods early-exit:exit=100
 
+# SWIFT: chains and trees equal plain greedy; the skip set and its matchness are printed; --skip-set round-trips
+MEE_=$SHARED/models/stories-ee.gguf; MPL_=$SHARED/models/stories-plain.gguf
+sdir=$(mktemp -d)
+for args in "--spec swift --context-window 8" "--spec swift --context-window 8 --tree-nodes 16 --tree-topk 4,2,1 --tree-conf 0.5,0.9" \
+            "--spec swift --skip-ratio 0.3 --p-stop 0.5 --opt-steps 5 --bayes-interval 2 --opt-patience 3 --context-window 8"; do
+    $CLI generate -m "$MPL_" -p "Once upon a time" -n 40 --temp 0 -t 2 $args --compare >"$out" 2>"$err"
+    if [ $? -eq 0 ] && grep -q "identical to plain greedy" "$err" && grep -q "SWIFT: skip set .* matchness 0*[.0-9]" "$err"; then ok; else bad "swift $args: $(cat "$err")"; fi
+done
+$CLI generate -m "$MPL_" -p "Once upon a time" -n 40 --temp 0 -t 2 --spec swift --context-window 8 --skip-set "$sdir/s.txt" >"$out" 2>"$err"
+steps1=$(sed -n 's/^steps //p' "$sdir/s.txt" 2>/dev/null)
+$CLI generate -m "$MPL_" -p "Once upon a time" -n 40 --temp 0 -t 2 --spec swift --context-window 8 --skip-set "$sdir/s.txt" >"$out" 2>"$err"
+steps2=$(sed -n 's/^steps //p' "$sdir/s.txt" 2>/dev/null)
+if grep -q "optimiser state from $sdir/s.txt" "$err" && [ -n "$steps1" ] && [ "$steps2" -ge "$steps1" ]; then ok; else bad "--skip-set round trip ($steps1 -> $steps2): $(cat "$err")"; fi
+printf 'not a skip set\n' >"$sdir/bad.txt"
+expect_err "bad --skip-set file" "bad.txt is not a SWIFT skip-set file" generate -m "$MPL_" -p hi --spec swift --skip-set "$sdir/bad.txt"
+grep -q "not a skip set" "$sdir/bad.txt" && ok || bad "a bad --skip-set file must be left as it was"
+expect_err "--skip-set of another model" "8-layer model, this one has 5" generate -m "$M260" -p hi --spec swift --skip-set "$sdir/s.txt"
+expect_err "--skip-set without swift" "needs --spec swift" generate -m "$MPL_" -p hi --spec ngram --skip-set "$sdir/s.txt"
+expect_err "swift skip ratio 0" "\-\-skip-ratio" generate -m "$MPL_" -p hi --spec swift --skip-ratio 0
+expect_err "swift window > batch" "window=100" generate -m "$MPL_" -p hi --spec swift --context-window 100 -b 64
+$CLI generate -m "$MPL_" -p "Once upon a time" -n 30 -t 2 --seed 3 --spec swift --tree-nodes 12 >"$out" 2>"$err" && ok || bad "swift sampling with a tree: $(cat "$err")"
+$CLI bench spec -m "$MPL_" --prompts "$SHARED/data/stories_dev.jsonl" --limit 2 -n 24 -t 2 --methods swift:window=8,swift:window=8:tree_nodes=12 >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "swift:window=8:tree_nodes=12" "$out"; then ok; else bad "bench spec swift: $(cat "$out" "$err")"; fi
+rm -rf "$sdir"
+
 # the example program (uses only the public header)
 $BUILD/example_simple "$SHARED/models/stories260K.gguf" "Once upon a time" 30 >"$out" 2>"$err"
 grep -q "there was a little girl named Lily" "$out" && ok || bad "example program: $(cat "$out" "$err")"

@@ -20,6 +20,12 @@ static bool same_params(const sd_spec_params *a, const sd_spec_params *b) {
     eq = eq && !memcmp(a->del_layers, b->del_layers, sizeof a->del_layers) &&
          !memcmp(a->tree_topk, b->tree_topk, sizeof a->tree_topk) &&
          !memcmp(a->tree_conf, b->tree_conf, sizeof a->tree_conf);
+    /* SWIFT */
+    eq = eq && a->swift_skip_ratio == b->swift_skip_ratio && a->swift_window == b->swift_window &&
+         a->swift_opt_steps == b->swift_opt_steps && a->swift_patience == b->swift_patience &&
+         a->swift_bayes_interval == b->swift_bayes_interval && a->swift_p_stop == b->swift_p_stop &&
+         a->swift_max_draft == b->swift_max_draft && a->swift_stop_score == b->swift_stop_score &&
+         a->swift_state == b->swift_state;
     return eq;
 }
 
@@ -34,6 +40,9 @@ static sd_spec_params perturbed(void) {
     for (int i = 0; i < 8; i++) p.tree_topk[i] = 60 - i;
     for (int i = 0; i < 7; i++) p.tree_conf[i] = 0.01f * (float)(i + 1);
     p.n_tree_conf = 7;
+    /* SWIFT */
+    p.swift_skip_ratio = 0.25f, p.swift_window = 11, p.swift_opt_steps = 12, p.swift_patience = 13;
+    p.swift_bayes_interval = 14, p.swift_p_stop = 0.375f, p.swift_max_draft = 15, p.swift_stop_score = 0.5f;
     return p;
 }
 
@@ -79,7 +88,15 @@ static void defaults_match(void) {
         else if (!strcmp(k, "tree_conf")) {
             memcpy(want.tree_conf, def.tree_conf, sizeof want.tree_conf);
             want.n_tree_conf = def.n_tree_conf;
-        } else CHECK(0, "registry key %s is not known to this test (add it)", k);
+        } else if (!strcmp(k, "skip_ratio")) want.swift_skip_ratio = def.swift_skip_ratio; /* SWIFT */
+        else if (!strcmp(k, "window")) want.swift_window = def.swift_window;
+        else if (!strcmp(k, "opt_steps")) want.swift_opt_steps = def.swift_opt_steps;
+        else if (!strcmp(k, "patience")) want.swift_patience = def.swift_patience;
+        else if (!strcmp(k, "bayes_interval")) want.swift_bayes_interval = def.swift_bayes_interval;
+        else if (!strcmp(k, "p_stop")) want.swift_p_stop = def.swift_p_stop;
+        else if (!strcmp(k, "max_draft")) want.swift_max_draft = def.swift_max_draft;
+        else if (!strcmp(k, "stop_score")) want.swift_stop_score = def.swift_stop_score;
+        else CHECK(0, "registry key %s is not known to this test (add it)", k);
         CHECK(same_params(&sp, &want), "%s: default text '%s' does not give sd_spec_default_params()'s value",
               k, in->def);
     }
@@ -95,7 +112,7 @@ static void defaults_match(void) {
 
 static void enum_names(void) {
     sd_error err;
-    for (int m = SD_SPEC_NONE; m <= SD_SPEC_SPECBOUND; m++) {
+    for (int m = SD_SPEC_NONE; m <= SD_SPEC_SWIFT; m++) {
         sd_spec_method got = (sd_spec_method)-1;
         const char *name = sd_spec_method_name((sd_spec_method)m);
         CHECK(sd_spec_method_from_name(name, &got, &err) == SD_OK && got == (sd_spec_method)m, "method %d '%s'", m, name);

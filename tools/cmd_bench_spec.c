@@ -20,10 +20,12 @@ typedef struct method {
     char label[96];
     bool plain, use_heads;
     sd_spec_params sp;
+    sd_swift_state *swift; /* SWIFT: its optimiser state, kept across the questions (as a server keeps it) */
 } method;
 
 typedef struct acc {
     double tokens, secs, rounds, drafted, accepted, turns, t_draft, t_verify, t_aux, layer_passes;
+    double t_opt, opt_steps; /* SWIFT */
 } acc;
 
 static void usage(FILE *f) {
@@ -36,7 +38,7 @@ static void usage(FILE *f) {
             "  --prompts FILE         Spec-Bench JSONL (question_id, category, turns); turn 2 follows the model's\n"
             "                         answer to turn 1\n"
             "  --methods LIST         comma-separated; each NAME[:key=value...] with NAME plain | none | draft | ngram\n"
-            "                         | early-exit | del | specbound (default: plain,ngram; plain is always run first\n"
+            "                         | early-exit | del | specbound | swift (default: plain,ngram; plain is always run first\n"
             "                         as the baseline). Every method is checked against the model(s) before any run.\n"
             "                         Keys of every method: label=TEXT (the name in the tables); of early-exit, del\n"
             "                         and specbound: heads=yes (use --exit-heads). Method keys (the registry's):\n"
@@ -296,6 +298,14 @@ int cmd_bench_spec(int argc, char **argv) {
         for (int m = 0; m < n_m; m++)
             if (ms[m].use_heads) ms[m].sp.exit_heads = heads;
     }
+    for (int m = 1; m < n_m; m++) /* SWIFT: one optimiser state per method, for the whole run */
+        if (ms[m].sp.method == SD_SPEC_SWIFT && info.n_layer >= 3) {
+            if (sd_swift_state_new(info.n_layer, &ms[m].sp, spp.seed, &ms[m].swift, &err) != SD_OK) {
+                fprintf(stderr, "error: %s\n", err.msg);
+                goto done;
+            }
+            ms[m].sp.swift_state = ms[m].swift;
+        }
     for (int m = 1; m < n_m; m++) { /* every method against the model(s) and the context before any run */
         if (sd_spec_check_ctx(ctx, &ms[m].sp, &err) != SD_OK) {
             char prefix[160];
@@ -362,7 +372,7 @@ int cmd_bench_spec(int argc, char **argv) {
                 int n_out = 0;
                 double secs;
                 int rounds, drafted = 0, accepted = 0;
-                double t_draft = 0, t_verify, t_aux = 0, passes;
+                double t_draft = 0, t_verify, t_aux = 0, passes, t_opt = 0, opt_steps = 0;
                 if (ms[m].plain) {
                     sd_gen_stats gs;
                     st = sd_generate(ctx, smp, ctx_toks, n_ctx_toks, np, ignore_eos, out, &n_out, NULL, NULL, &gs, &err);
@@ -382,6 +392,8 @@ int cmd_bench_spec(int argc, char **argv) {
                     rounds = ss.n_rounds;
                     drafted = ss.n_drafted;
                     accepted = ss.n_accepted;
+                    t_opt = ss.t_opt_s;
+                    opt_steps = ss.opt_steps;
                 }
                 if (st != SD_OK) {
                     fprintf(stderr, "\nerror: question %s, method %s: %s\n", Q->id, ms[m].label, err.msg);
@@ -398,6 +410,8 @@ int cmd_bench_spec(int argc, char **argv) {
                     }
                 }
                 if (q >= 0) {
+                    A[n_cats][m].t_opt += t_opt;
+                    A[n_cats][m].opt_steps += opt_steps;
                     add(&A[qcat[q]][m], n_out, secs, rounds, drafted, accepted, t_draft, t_verify, t_aux, passes);
                     add(&A[n_cats][m], n_out, secs, rounds, drafted, accepted, t_draft, t_verify, t_aux, passes);
                 }
@@ -463,6 +477,27 @@ int cmd_bench_spec(int argc, char **argv) {
             else fprintf(f, "- |\n");
         }
     }
+    for (int o = 0; o < 2; o++) { /* SWIFT: the skip set the run ended with */
+        FILE *f = outs[o];
+        bool any = false;
+        for (int m = 0; m < n_m; m++) any |= ms[m].swift != NULL;
+        if (!f || !any) continue;
+        fprintf(f, "\nSWIFT (the optimiser state carried across the questions): the final skip set (a = attention, m = MLP "
+                   "of layer l), its matchness, optimisation steps (all, and those in the measured questions: the warm-up question's are not)\n"
+                   "and their share of the measured generation time\n\n"
+                   "| method | skip set | matchness | opt steps | opt share |\n|---|---|---|---|---|\n");
+        for (int m = 0; m < n_m; m++) {
+            if (!ms[m].swift) continue;
+            char set[512];
+            float mt = -1;
+            int steps = 0;
+            sd_swift_state_best(ms[m].swift, NULL, &mt, &steps);
+            sd_swift_state_describe(ms[m].swift, set, sizeof set);
+            acc *a = &A[n_cats][m];
+            fprintf(f, "| %s | %s | %.3f | %d (%.0f measured) | %.1f%% |\n", ms[m].label, set, mt, steps, a->opt_steps,
+                    a->secs > 0 ? 100 * a->t_opt / a->secs : 0);
+        }
+    }
     if (mdf && !out_close(mdf, md)) goto done;
     if (json) {
         FILE *f = out_open(json, "--json");
@@ -499,6 +534,7 @@ int cmd_bench_spec(int argc, char **argv) {
     if (plot && n_m > 1 && !write_svg(plot, (const char(*)[64])cats, n_cats, ms, n_m, SP)) goto done;
     rc = mismatched ? 3 : 0;
 done:
+    for (int m = 0; m < n_m; m++) sd_swift_state_free(ms[m].swift);
     free(qcat);
     sd_exit_heads_free(heads);
     free(answers);

@@ -31,7 +31,7 @@ static int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
                 IS("--temp", "--temperature") || IS("--top-k", "--top-k") || IS("--top-p", "--top-p") ||
                 IS("--min-p", "--min-p") || IS("--repeat-penalty", "--repeat-penalty") ||
                 IS("--repeat-last-n", "--repeat-last-n") || IS("--draft-model", "--draft-model") ||
-                IS("--draft-type", "--draft-type") || IS("--exit-heads", "--exit-heads") || IS("-s", "--seed") ||
+                IS("--draft-type", "--draft-type") || IS("--exit-heads", "--exit-heads") || IS("-s", "--seed") || IS("--skip-set", "--skip-set") ||
                 IS("-t", "--threads") || IS("-c", "--ctx-size") || IS("-b", "--batch-size") ||
                 (a[0] == '-' && a[1] == '-' && sd_spec_param_find(a));
     if (!mine) return 0;
@@ -46,6 +46,7 @@ static int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
     else if (IS("--draft-model", "--draft-model")) o->draft_path = v;
     else if (IS("--draft-type", "--draft-type")) o->draft_type = v;
     else if (IS("--exit-heads", "--exit-heads")) o->heads_path = v;
+    else if (IS("--skip-set", "--skip-set")) o->skip_set_path = v;
     else if (IS("-n", "--n-predict")) ok = cli_int(a, v, -1, 1 << 24, &o->n_predict);
     else if (IS("--temp", "--temperature")) ok = cli_float(a, v, 0, 1e6, &o->sp.temp);
     else if (IS("--top-k", "--top-k")) ok = cli_int(a, v, 0, 1 << 30, &o->sp.top_k);
@@ -125,6 +126,8 @@ void run_opts_help(FILE *f) {
             "                          file itself as a q4_0 self-draft)\n"
             "      --exit-heads FILE   trained exit heads (specdec train exit-heads) instead of the shared LM head\n"
             "                          (early-exit, del, specbound)\n"
+            "      --skip-set FILE     SWIFT's optimiser state (best skip set, scored candidates): read at the start when\n"
+            "                          FILE exists, written at the end (--spec swift)\n"
             "  method parameters (the same keys as bench spec --methods and the library's sd_spec_set;\n"
             "  lists take ',' between values):\n");
     cli_spec_help(f, false);
@@ -192,6 +195,22 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
         }
         o->spec.exit_heads = env->heads;
     }
+    if (o->skip_set_path && o->spec.method != SD_SPEC_SWIFT && !o->swift_any_method) {
+        fprintf(stderr, "error: --skip-set needs --spec swift\n");
+        return false;
+    }
+    if ((o->spec.method == SD_SPEC_SWIFT || o->swift_any_method) && info->n_layer >= 3) {
+        FILE *f = o->skip_set_path ? fopen(o->skip_set_path, "r") : NULL;
+        if (f) fclose(f);
+        sd_status st = f ? sd_swift_state_load(o->skip_set_path, info->n_layer, &env->swift, &err)
+                         : sd_swift_state_new(info->n_layer, &o->spec, o->sp.seed, &env->swift, &err);
+        if (st != SD_OK) {
+            fprintf(stderr, "error: --skip-set: %s\n", err.msg);
+            return false;
+        }
+        if (f) fprintf(stderr, "SWIFT: optimiser state from %s\n", o->skip_set_path);
+        o->spec.swift_state = env->swift;
+    }
     if (sd_spec_check(env->model, env->dmodel, &o->spec, &err) != SD_OK) { /* against the models, before contexts */
         cli_spec_error("", err.msg, true);
         return false;
@@ -221,7 +240,31 @@ void run_env_free(run_env *env) {
     sd_ctx_free(env->dctx);
     sd_ctx_free(env->ctx);
     sd_exit_heads_free(env->heads);
+    sd_swift_state_free(env->swift);
     sd_model_free(env->dmodel);
     sd_model_free(env->model);
     memset(env, 0, sizeof *env);
+}
+
+bool run_env_save_swift(const run_opts *o, const run_env *env) {
+    if (!o->skip_set_path || !env->swift) return true;
+    sd_error err = {0};
+    if (sd_swift_state_save(env->swift, o->skip_set_path, &err) != SD_OK) {
+        fprintf(stderr, "error: --skip-set: %s\n", err.msg);
+        return false;
+    }
+    return true;
+}
+
+void run_env_print_swift(FILE *f, const run_env *env, const sd_spec_stats *st) {
+    if (!env->swift) return;
+    char set[1024];
+    float m = -1;
+    int steps = 0, k = sd_swift_state_best(env->swift, NULL, &m, &steps);
+    sd_swift_state_describe(env->swift, set, sizeof set);
+    fprintf(f, "SWIFT: skip set %s (%d of %d sub-layers), matchness %s", set, k, 2 * (env->info.n_layer - 2),
+            m < 0 ? "not scored yet" : "");
+    if (m >= 0) fprintf(f, "%.3f", m);
+    fprintf(f, "; %d optimisation steps (%d this run), %.3f s (%.1f%% of decode)\n", steps, st->opt_steps, st->t_opt_s,
+            st->t_gen_s > 0 ? 100.0 * st->t_opt_s / st->t_gen_s : 0.0);
 }

@@ -17,6 +17,9 @@ typedef struct run_opts {
     sd_sampler_params sp;
     sd_ctx_params cp;
     sd_spec_params spec;
+    /* SWIFT */
+    const char *skip_set_path; /* --skip-set FILE: the optimiser state, read when the file exists, written at the end */
+    bool swift_any_method;     /* make a SWIFT state whatever the default method is (the server's requests choose) */
 } run_opts;
 
 typedef struct run_env {
@@ -24,6 +27,7 @@ typedef struct run_env {
     sd_ctx *ctx, *dctx;
     sd_exit_heads *heads;
     sd_model_info info;
+    sd_swift_state *swift; /* SWIFT's optimiser state (--spec swift), or NULL */
 } run_env;
 
 void run_opts_init(run_opts *o);
@@ -45,4 +49,8 @@ void run_opts_help(FILE *f);
  * (env is left for run_env_free). */
 bool run_env_open(run_opts *o, int n_seq, run_env *env);
 void run_env_free(run_env *env);
+/* SWIFT: writes the optimiser state to --skip-set FILE (when given); false after printing why it could not. */
+bool run_env_save_swift(const run_opts *o, const run_env *env);
+/* SWIFT: "SWIFT: skip set a1 m3 ... (k of n sub-layers), matchness m; ..." to f (nothing without a state). */
+void run_env_print_swift(FILE *f, const run_env *env, const sd_spec_stats *st);
 #endif

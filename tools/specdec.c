@@ -161,10 +161,15 @@ int cmd_generate(int argc, char **argv) {
                 st.n_rounds, st.n_rounds ? (double)st.n_gen / st.n_rounds : 0.0,
                 st.n_drafted ? 100.0 * st.n_accepted / st.n_drafted : 0.0, st.n_accepted, st.n_drafted, st.t_draft_s,
                 st.t_verify_s, st.t_gen_s - st.t_draft_s - st.t_verify_s);
-    if (spec.method == SD_SPEC_EARLY_EXIT || spec.method == SD_SPEC_DEL || spec.method == SD_SPEC_SPECBOUND)
+    if (spec.method == SD_SPEC_EARLY_EXIT || spec.method == SD_SPEC_DEL || spec.method == SD_SPEC_SPECBOUND ||
+        spec.method == SD_SPEC_SWIFT)
         fprintf(stderr, "self-speculation: %llu target layers run, eTPL %.3f tokens per layer (plain: %.3f)\n",
                 (unsigned long long)st.layer_passes, st.layer_passes ? (double)st.n_gen / st.layer_passes : 0.0,
                 1.0 / info.n_layer);
+    if (spec.method == SD_SPEC_SWIFT) {
+        run_env_print_swift(stderr, &env, &st);
+        if (!run_env_save_swift(&o, &env)) goto done;
+    }
     if (spec.method == SD_SPEC_DEL)
         fprintf(stderr, "DEL: mean exit depth %.2f, mean draft bound %.2f; shadow tokens + statistics %.3f s (%.1f%% of decode)\n",
                 st.mean_exit, st.mean_gamma, st.t_aux_s, st.t_gen_s > 0 ? 100.0 * st.t_aux_s / st.t_gen_s : 0.0);

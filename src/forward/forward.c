@@ -353,7 +353,7 @@ static void att_worker(void *arg, int ith, int nth) {
         if (c->par[i] == -2) { /* chain entry: everything up to its own cell */
             prefix = c->cell[i] + 1;
         } else {
-            prefix = c->base[i];
+            prefix = c->view_len > 0 && c->view_len < c->base[i] ? c->view_len : c->base[i];
             for (int a = i; a >= 0; a = c->par[a]) n_anc++;
             int r = n_anc; /* ancestors' cells, ascending (the walk meets them newest first) */
             for (int a = i; a >= 0; a = c->par[a]) anc[--r] = c->cell[a];
@@ -474,6 +474,8 @@ sd_status sd_forward(sd_ctx *c, const sd_block *b, const sd_forward_args *a, sd_
         return err_set(err, SD_ERR_ARG, "layer range [%d, %d) is invalid for a %d-layer model", lb, le, L);
     if (lb == 0 && !b->token) return err_set(err, SD_ERR_ARG, "block starting at layer 0 needs token ids");
     if (lb > 0 && !b->embd) return err_set(err, SD_ERR_ARG, "block starting at layer %d needs hidden states", lb);
+    if (a->view_len < 0 || (a->view_len > 0 && !b->parent))
+        return err_set(err, SD_ERR_ARG, "view_len %d: a limited view needs a tree block (parents)", a->view_len);
     /* the first layer whose attention runs decides the base length of each sequence */
     int ref_layer = -1;
     for (int l = lb; l < le && ref_layer < 0; l++)
@@ -515,6 +517,7 @@ sd_status sd_forward(sd_ctx *c, const sd_block *b, const sd_forward_args *a, sd_
     }
     sd_status st = reserve_block(c, n, err);
     if (st) return st;
+    c->view_len = a->view_len;
     int n_logits = 0;
     for (int i = 0; i < n; i++) n_logits += a->want_logits ? a->want_logits[i] != 0 : i == n - 1;
 

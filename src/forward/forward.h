@@ -35,6 +35,7 @@ struct sd_ctx {
     int *seen;     /* [n_seq] scratch: entries per sequence */
     int *held;     /* [n_seq] scratch: pages a sequence held before the block */
     float *rope_cs; /* [n_ctx][head_dim/2][2] cos, sin of pos * base^(-2i/head_dim) */
+    int view_len;   /* the call's sd_forward_args.view_len (0: every cached cell is visible to tree roots) */
 };
 
 /* Runs one matmul Y[n][ldy] = X[n][ldx] W^T over the thread pool (quantizing X first for quantized W). */

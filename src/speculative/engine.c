@@ -34,6 +34,15 @@ sd_spec_params sd_spec_default_params(void) {
     memcpy(p.tree_topk, topk, sizeof topk);
     memcpy(p.tree_conf, conf, sizeof conf);
     p.n_tree_conf = 3;
+    /* SWIFT */
+    p.swift_skip_ratio = 0.45f;
+    p.swift_window = 32;
+    p.swift_opt_steps = 1000;
+    p.swift_patience = 300;
+    p.swift_bayes_interval = 25;
+    p.swift_p_stop = 0.8f;
+    p.swift_max_draft = 25;
+    p.swift_stop_score = 0.95f;
     return p;
 }
 

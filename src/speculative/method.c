@@ -17,6 +17,7 @@ int method_max_drafts(const sd_spec_params *sp) {
     if (sp->method == SD_SPEC_DEL && sp->del_dmax > g) g = sp->del_dmax;
     if (sp->method == SD_SPEC_SPECBOUND && sp->sb_width > g) g = sp->sb_width;
     if (sp->tree_nodes > g) g = sp->tree_nodes;
+    if (sp->method == SD_SPEC_SWIFT && sp->swift_max_draft > g) g = sp->swift_max_draft;
     return g;
 }
 
@@ -46,6 +47,16 @@ sd_status method_new(sd_ctx *target, int seq, sd_sampler *smp, const sd_spec_par
     case SD_SPEC_EARLY_EXIT:
         m->d = drafter_exit_new(target, seq, sp->exit_layer ? sp->exit_layer : L / 2, sp->exit_heads, smp, gmax, NULL, 0, err);
         break;
+    case SD_SPEC_SWIFT: /* the drafter stops on its own confidence rule; the controller only bounds the length */
+        cp.ctrl = SD_CTRL_FIXED;
+        cp.gamma = sp->swift_max_draft;
+        m->d = drafter_swift_new(target, seq, smp, sp, err);
+        m->swift = m->d != NULL;
+        if (!m->d) {
+            method_free(m);
+            return err && err->status ? err->status : SD_ERR_NOMEM;
+        }
+        break;
     }
     if (!m->c && sp->method != SD_SPEC_DEL) m->c = ctrl_new(&cp);
     if (!m->c || (sp->method != SD_SPEC_NONE && !m->d)) {
@@ -60,6 +71,7 @@ void method_stats(const spec_method *m, sd_spec_stats *s) {
         s->mean_exit = m->del->exit_sum / m->del->n_choices;
         s->mean_gamma = m->del->gamma_sum / m->del->n_choices;
     }
+    if (m->swift) drafter_swift_stats(m->d, s);
 }
 
 void method_free(spec_method *m) {

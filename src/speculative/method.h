@@ -13,6 +13,7 @@ typedef struct spec_method {
     drafter *d; /* NULL for SD_SPEC_NONE */
     ctrl *c;
     struct del_state *del; /* DEL's statistics (shared by its drafter and controller), else NULL */
+    bool swift;            /* d is SWIFT's drafter */
 } spec_method;
 
 sd_status method_check(sd_ctx *target, const sd_spec_params *sp, sd_error *err);

@@ -10,11 +10,12 @@
 
 #include "model/exit_heads.h"
 #include "model/model.h"
+#include "speculative/swift_opt.h"
 #include "util/err.h"
 
-static const char *const METHOD_NAMES[] = {"none", "draft", "ngram", "early-exit", "del", "specbound"};
+static const char *const METHOD_NAMES[] = {"none", "draft", "ngram", "early-exit", "del", "specbound", "swift"};
 static const char *const CTRL_NAMES[] = {"fixed", "conf", "fs", "dv"};
-enum { N_METHODS = 6, N_CTRLS = 4, MAX_LIST = 64 };
+enum { N_METHODS = 7, N_CTRLS = 4, MAX_LIST = 64 };
 
 enum { NO_COUNT = -1 };
 
@@ -31,7 +32,7 @@ typedef struct spec_param {
 #define MM(m) SD_MASK(SD_SPEC_##m)
 
 static const spec_param PARAMS[] = {
-    {{"method", "--spec", SD_PARAM_ENUM, 0, 0, false, 0, "none|draft|ngram|early-exit|del|specbound", "none",
+    {{"method", "--spec", SD_PARAM_ENUM, 0, 0, false, 0, "none|draft|ngram|early-exit|del|specbound|swift", "none",
       "speculative method", SD_MASK_ANY},
      F(method), NO_COUNT, NULL},
     {{"ctrl", "--ctrl", SD_PARAM_ENUM, 0, 0, false, 0, "fixed|conf|fs|dv", "fixed",
@@ -89,14 +90,39 @@ static const spec_param PARAMS[] = {
       MM(SPECBOUND)},
      F(sb_width), NO_COUNT, NULL},
     {{"tree_nodes", "--tree-nodes", SD_PARAM_INT, 0, 256, false, 0, NULL, "0",
-      "token tree: most draft nodes per round (0: a chain)", MM(DRAFT)},
+      "token tree: most draft nodes per round (0: a chain)", MM(DRAFT) | MM(SWIFT)},
      F(tree_nodes), NO_COUNT, NULL},
     {{"tree_topk", "--tree-topk", SD_PARAM_INT_LIST, 1, 64, false, CAP(tree_topk), NULL, "10+5+3+1",
-      "token tree: children per node in each confidence bucket (one more than tree_conf)", MM(DRAFT)},
+      "token tree: children per node in each confidence bucket (one more than tree_conf)", MM(DRAFT) | MM(SWIFT)},
      F(tree_topk), NO_COUNT, NULL},
     {{"tree_conf", "--tree-conf", SD_PARAM_FLOAT_LIST, 0, 1, true, CAP(tree_conf), NULL, "0.5+0.8+0.95",
-      "token tree: ascending bounds of the parent's top-1 probability between the buckets", MM(DRAFT)},
+      "token tree: ascending bounds of the parent's top-1 probability between the buckets", MM(DRAFT) | MM(SWIFT)},
      F(tree_conf), (int)F(n_tree_conf), "none"},
+    /* SWIFT */
+    {{"skip_ratio", "--skip-ratio", SD_PARAM_FLOAT, 0, 1, true, 0, NULL, "0.45",
+      "SWIFT: skipped sub-layers = floor(2 (L - 2) r) (first and last layers never skipped)", MM(SWIFT)},
+     F(swift_skip_ratio), NO_COUNT, NULL},
+    {{"window", "--context-window", SD_PARAM_INT, 1, 4096, false, 0, NULL, "32",
+      "SWIFT: generated tokens the matchness is measured over (C)", MM(SWIFT)},
+     F(swift_window), NO_COUNT, NULL},
+    {{"opt_steps", "--opt-steps", SD_PARAM_INT, 0, 1 << 20, false, 0, NULL, "1000",
+      "SWIFT: optimisation steps at most (one per round; 0: keep the starting set)", MM(SWIFT)},
+     F(swift_opt_steps), NO_COUNT, NULL},
+    {{"patience", "--opt-patience", SD_PARAM_INT, 1, 1 << 20, false, 0, NULL, "300",
+      "SWIFT: stop optimising after this many steps without improvement", MM(SWIFT)},
+     F(swift_patience), NO_COUNT, NULL},
+    {{"bayes_interval", "--bayes-interval", SD_PARAM_INT, 1, 1 << 20, false, 0, NULL, "25",
+      "SWIFT: every beta-th step a Gaussian-process (UCB) proposal, random search otherwise", MM(SWIFT)},
+     F(swift_bayes_interval), NO_COUNT, NULL},
+    {{"p_stop", "--p-stop", SD_PARAM_FLOAT, 0, 1, false, 0, NULL, "0.8",
+      "SWIFT: stop drafting when the draft's top-1 probability is below this", MM(SWIFT)},
+     F(swift_p_stop), NO_COUNT, NULL},
+    {{"max_draft", "--swift-max-draft", SD_PARAM_INT, 1, 256, false, 0, NULL, "25",
+      "SWIFT: longest draft chain per round", MM(SWIFT)},
+     F(swift_max_draft), NO_COUNT, NULL},
+    {{"stop_score", "--opt-stop-score", SD_PARAM_FLOAT, 0, 1, true, 0, NULL, "0.95",
+      "SWIFT: stop optimising once the best matchness reaches this", MM(SWIFT)},
+     F(swift_stop_score), NO_COUNT, NULL},
 };
 enum { N_PARAMS = (int)(sizeof PARAMS / sizeof PARAMS[0]) };
 
@@ -116,7 +142,7 @@ const char *sd_ctrl_name(sd_ctrl_kind c) { return (int)c >= 0 && (int)c < N_CTRL
 sd_status sd_spec_method_from_name(const char *name, sd_spec_method *out, sd_error *err) {
     int i = name_index(METHOD_NAMES, N_METHODS, name);
     if (i < 0)
-        return err_set(err, SD_ERR_ARG, "unknown speculative method '%s' (none, draft, ngram, early-exit, del or specbound)",
+        return err_set(err, SD_ERR_ARG, "unknown speculative method '%s' (none, draft, ngram, early-exit, del, specbound or swift)",
                        name ? name : "(null)");
     *out = (sd_spec_method)i;
     return SD_OK;
@@ -369,8 +395,8 @@ static sd_status check_param(const sd_spec_params *sp, const spec_param *p, sd_e
 
 static sd_status check_tree(const sd_spec_params *sp, sd_error *err) {
     if (sp->tree_nodes == 0) return SD_OK;
-    if (sp->method != SD_SPEC_DRAFT)
-        return err_set(err, SD_ERR_ARG, "tree_nodes=%d: token trees need --spec draft (method draft), not %s",
+    if (sp->method != SD_SPEC_DRAFT && sp->method != SD_SPEC_SWIFT)
+        return err_set(err, SD_ERR_ARG, "tree_nodes=%d: token trees need --spec draft or swift, not %s",
                        sp->tree_nodes, sd_spec_method_name(sp->method));
     int n_topk = list_len(sp, find("tree_topk"));
     if (n_topk != sp->n_tree_conf + 1)
@@ -412,12 +438,23 @@ static sd_status check_layers(const sd_model *target, const sd_spec_params *sp, 
     return SD_OK;
 }
 
+/* SWIFT: interior layers to skip, and a shared optimiser state made for this model */
+static sd_status check_swift(const sd_model *target, const sd_spec_params *sp, sd_error *err) {
+    const int L = target->hp.n_layer;
+    if (L < 3) return err_set(err, SD_ERR_ARG, "swift needs a model with at least 3 layers (this one has %d)", L);
+    if (sp->swift_state && swift_opt_n_layer(sp->swift_state) != L)
+        return err_set(err, SD_ERR_ARG, "the SWIFT skip-set state is for a %d-layer model, this one has %d layers",
+                       swift_opt_n_layer(sp->swift_state), L);
+    return SD_OK;
+}
+
 sd_status registry_check_models(const sd_model *target, const sd_model *draft, const sd_spec_params *sp,
                                 sd_error *err) {
     if (sp->exit_heads && sp->exit_heads->n_embd != target->hp.n_embd)
         return err_set(err, SD_ERR_ARG, "exit heads are for another model (n_embd %d, the target's is %d)",
                        sp->exit_heads->n_embd, target->hp.n_embd);
     if (SD_MASK(sp->method) & SD_MASK_SELF) return check_layers(target, sp, err);
+    if (sp->method == SD_SPEC_SWIFT) return check_swift(target, sp, err);
     if (sp->method != SD_SPEC_DRAFT) return SD_OK;
     if (!draft && sp->draft_ctx) draft = sd_ctx_model(sp->draft_ctx);
     if (!draft) return err_set(err, SD_ERR_ARG, "speculative method 'draft' needs a draft model");
@@ -450,6 +487,10 @@ sd_status sd_spec_check_ctx(sd_ctx *target, const sd_spec_params *sp, sd_error *
     if (sp->method == SD_SPEC_SPECBOUND) {
         snprintf(what, sizeof what, "SpecBound width=%d", sp->sb_width);
         if ((st = block_fits(target, what, sp->sb_width, err))) return st;
+    }
+    if (sp->method == SD_SPEC_SWIFT) {
+        snprintf(what, sizeof what, "SWIFT window=%d", sp->swift_window);
+        if ((st = block_fits(target, what, sp->swift_window - 1, err))) return st;
     }
     if (sp->tree_nodes > 0) {
         snprintf(what, sizeof what, "tree_nodes=%d", sp->tree_nodes);

@@ -75,4 +75,9 @@ struct del_state;
  * del (may be NULL) makes it DEL: the exit depth is del->E each round and the shadow-token statistics are fed. */
 drafter *drafter_exit_new(sd_ctx *target, int seq, int exit_layer, const sd_exit_heads *heads, const sd_sampler *smp,
                           int gmax, struct del_state *del, int del_init_tokens, sd_error *err);
+/* SWIFT: layer-skip self-speculation on sequence seq of the target's own context (sp: its parameters, its tree shape
+ * and optionally a shared optimiser state); smp: the target's sampler. */
+drafter *drafter_swift_new(sd_ctx *target, int seq, const sd_sampler *smp, const sd_spec_params *sp, sd_error *err);
+/* SWIFT's optimisation time and steps in this drafter's life, and the best set's matchness. */
+void drafter_swift_stats(const drafter *d, sd_spec_stats *s);
 #endif

@@ -77,6 +77,7 @@ int cmd_serve(int argc, char **argv) {
     run_opts o;
     run_opts_init(&o);
     o.draft_any_method = true;
+    o.swift_any_method = true; /* SWIFT requests share one optimiser state, kept across requests */
     sv_server s;
     memset(&s, 0, sizeof s);
     s.host = "127.0.0.1";
@@ -175,6 +176,7 @@ int cmd_serve(int argc, char **argv) {
     s.def.ctx = env.ctx;
     s.def.dctx = env.dctx;
     s.def.heads = env.heads;
+    s.def.swift = env.swift;
     s.def.sampling = o.sp;
     s.def.spec = o.spec;
     if (s.def.spec.method != SD_SPEC_DRAFT) s.def.spec.draft_ctx = NULL;
@@ -204,6 +206,7 @@ done:;
     }
     sv_http_stop(&s);
     sv_worker_stop(&w);
+    if (rc == 0 && !run_env_save_swift(&o, &env)) rc = 1;
     run_env_free(&env);
     sv_metrics_destroy(&metrics);
     sv_queue_destroy(&queue);

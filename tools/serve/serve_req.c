@@ -167,7 +167,7 @@ static bool read_spec(const cJSON *root, const sv_defaults *def, sv_request *r, 
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(sp, "method");
     if (!cJSON_IsString(m))
         return BAD(e, "speculative.method", "'speculative.method' must be a method name (none, draft, ngram, "
-                                            "early-exit, del, specbound)");
+                                            "early-exit, del, specbound, swift)");
     char text[1024];
     size_t n = (size_t)snprintf(text, sizeof text, "%s", m->valuestring);
     if (strchr(m->valuestring, ':')) return BAD(e, "speculative.method", "unknown method '%s'", m->valuestring);
@@ -205,6 +205,7 @@ static bool read_spec(const cJSON *root, const sv_defaults *def, sv_request *r, 
         return BAD(e, "speculative.method", "this server has no draft model (start it with --draft-model FILE)");
     p.draft_ctx = p.method == SD_SPEC_DRAFT ? def->dctx : NULL;
     p.exit_heads = def->heads;
+    p.swift_state = p.method == SD_SPEC_SWIFT ? def->swift : NULL;
     if (sd_spec_check(def->model, def->dmodel, &p, &se) != SD_OK || sd_spec_check_ctx(def->ctx, &p, &se) != SD_OK)
         return BAD(e, "speculative", "speculative: %s", se.msg);
     r->spec = p;

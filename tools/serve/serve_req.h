@@ -34,6 +34,8 @@ typedef struct sv_defaults {
     int n_predict;                  /* max_tokens when absent (-1: to the end of the context) */
     chat_tpl tpl;                   /* CT_NONE: chat requests refused */
     bool no_bos;
+    sd_swift_state *swift;          /* SWIFT: the optimiser state every swift request shares (the scheduler thread
+                                       uses it, one session step at a time), or NULL */
 } sv_defaults;
 
 #define SV_MAX_STOP 4

@@ -45,10 +45,10 @@ ctrl *ctrl_new(const sd_spec_params *sp) {
     s->target = sp->dv_target;
     s->eps = sp->dv_eps;
     switch (sp->ctrl) {
-    case SD_CTRL_CONF: s->base = (ctrl){"conf", max_bound, keep_conf, ver_none, free_state, true}; break;
-    case SD_CTRL_FS: s->base = (ctrl){"fs", max_fixed, keep_always, ver_fs, free_state, false}; break;
-    case SD_CTRL_DV: s->base = (ctrl){"dv", max_bound, keep_dv, ver_dv, free_state, true}; break;
-    default: s->base = (ctrl){"fixed", max_fixed, keep_always, ver_none, free_state, false}; break;
+    case SD_CTRL_CONF: s->base = (ctrl){"conf", max_bound, keep_conf, ver_none, free_state, true, NULL, false}; break;
+    case SD_CTRL_FS: s->base = (ctrl){"fs", max_fixed, keep_always, ver_fs, free_state, false, NULL, false}; break;
+    case SD_CTRL_DV: s->base = (ctrl){"dv", max_bound, keep_dv, ver_dv, free_state, true, NULL, false}; break;
+    default: s->base = (ctrl){"fixed", max_fixed, keep_always, ver_none, free_state, false, NULL, false}; break;
     }
     return &s->base;
 }

@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include "ctrl/specdecpp.h"
+
 typedef struct ctrl_state {
     ctrl base;
     int gamma, gamma_max;
@@ -36,6 +38,8 @@ static void ver_dv(ctrl *c, int nd, int na) {
 static void free_state(ctrl *c) { free(c); }
 
 ctrl *ctrl_new(const sd_spec_params *sp) {
+    if (sp->ctrl == SD_CTRL_SPECDECPP && sp->accept_head) /* (without a head: a method that drafts nothing) */
+        return ctrl_specdecpp_new(sp->accept_head, sp->stop_threshold, sp->gamma_max);
     ctrl_state *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->gamma = sp->gamma;

@@ -34,6 +34,8 @@ sd_spec_params sd_spec_default_params(void) {
     memcpy(p.tree_topk, topk, sizeof topk);
     memcpy(p.tree_conf, conf, sizeof conf);
     p.n_tree_conf = 3;
+    /* SpecDec++ */
+    p.stop_threshold = 0.3f;
     return p;
 }
 

@@ -348,7 +348,8 @@ typedef struct sd_accept_train_report {
     int n_train, n_val, n_heldout;   /* labelled positions */
     double mean_label;               /* mean soft acceptance of the held-out drafts */
     double loss_first, loss_last;    /* mean weighted BCE over the first and the last epoch (training) */
-    double kl_before, kl_after;      /* held-out binary KL(label || head): the untrained head (a = 0.5), the kept one */
+    double kl_before, kl_after;      /* held-out binary KL(label || head), rejection-weighted (see accept_train.c; the
+                                        plain one when w_rej = 1): the initial constant predictor, the kept head */
     double auc_head, auc_top1;       /* held-out AUC (soft labels): the head, the draft's top-1 probability */
     int kept_epoch;                  /* epoch whose weights were kept (best validation loss) */
     double seconds;

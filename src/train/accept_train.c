@@ -172,8 +172,8 @@ static double wbce(float z, float y, float w) {
     return -(y * lsp + w * (1.0 - y) * lsn);
 }
 
-/* Binary KL(y || a). */
-static double bkl(float z, float y) {
+/* Binary KL(y || sigmoid(z)). */
+static double bkl(float z, double y) {
     double a = sigmoidf(z), e = 1e-12;
     a = a < e ? e : a > 1 - e ? 1 - e : a;
     double k = 0;
@@ -213,17 +213,21 @@ static double backward(const sd_accept_head *h, const float *y, float label, flo
     return wbce(z, label, w);
 }
 
-/* Mean weighted BCE and mean binary KL over examples [from, to). */
+/* Mean weighted BCE and the binary KL over examples [from, to). The weighted BCE of label y is, up to a constant,
+ * c KL(y_w || a) with c = y + w (1 - y) and y_w = y / c (the weighting moves the target toward rejection), so the KL
+ * reported is sum c KL(y_w || a) / sum c: what the training lowers; with w = 1 the plain binary KL(y || a). */
 static void evaluate(const sd_accept_head *h, const examples *ex, int from, int to, float w, float *scratch,
                      double *loss, double *kl) {
-    double l = 0, k = 0;
+    double l = 0, k = 0, cs = 0;
     for (int i = from; i < to; i++) {
         float z = accept_head_logit(h, ex->feat + (size_t)i * ex->D, scratch, scratch + (size_t)(h->blocks + 1) * h->dim);
+        double y = ex->label[i], c = y + w * (1.0 - y);
         l += wbce(z, ex->label[i], w);
-        k += bkl(z, ex->label[i]);
+        k += c * bkl(z, y / c);
+        cs += c;
     }
     *loss = to > from ? l / (to - from) : 0;
-    *kl = to > from ? k / (to - from) : 0;
+    *kl = cs > 0 ? k / cs : 0;
 }
 
 typedef struct scored {

@@ -17,6 +17,8 @@ static bool same_params(const sd_spec_params *a, const sd_spec_params *b) {
               a->del_every == b->del_every && a->sb_tau == b->sb_tau && a->sb_alpha == b->sb_alpha &&
               a->sb_depth == b->sb_depth && a->sb_width == b->sb_width && a->tree_nodes == b->tree_nodes &&
               a->n_tree_conf == b->n_tree_conf && a->exit_heads == b->exit_heads && a->draft_ctx == b->draft_ctx;
+    /* SpecDec++ */
+    eq = eq && a->stop_threshold == b->stop_threshold && a->accept_head == b->accept_head;
     eq = eq && !memcmp(a->del_layers, b->del_layers, sizeof a->del_layers) &&
          !memcmp(a->tree_topk, b->tree_topk, sizeof a->tree_topk) &&
          !memcmp(a->tree_conf, b->tree_conf, sizeof a->tree_conf);
@@ -34,6 +36,7 @@ static sd_spec_params perturbed(void) {
     for (int i = 0; i < 8; i++) p.tree_topk[i] = 60 - i;
     for (int i = 0; i < 7; i++) p.tree_conf[i] = 0.01f * (float)(i + 1);
     p.n_tree_conf = 7;
+    p.stop_threshold = 0.875f; /* SpecDec++ */
     return p;
 }
 
@@ -79,7 +82,8 @@ static void defaults_match(void) {
         else if (!strcmp(k, "tree_conf")) {
             memcpy(want.tree_conf, def.tree_conf, sizeof want.tree_conf);
             want.n_tree_conf = def.n_tree_conf;
-        } else CHECK(0, "registry key %s is not known to this test (add it)", k);
+        } else if (!strcmp(k, "stop_threshold")) want.stop_threshold = def.stop_threshold; /* SpecDec++ */
+        else CHECK(0, "registry key %s is not known to this test (add it)", k);
         CHECK(same_params(&sp, &want), "%s: default text '%s' does not give sd_spec_default_params()'s value",
               k, in->def);
     }
@@ -102,7 +106,7 @@ static void enum_names(void) {
         sd_spec_params sp = sd_spec_default_params();
         CHECK(sd_spec_set(&sp, "method", name, &err) == SD_OK && sp.method == (sd_spec_method)m, "method=%s", name);
     }
-    for (int c = SD_CTRL_FIXED; c <= SD_CTRL_DV; c++) {
+    for (int c = SD_CTRL_FIXED; c <= SD_CTRL_SPECDECPP; c++) {
         sd_ctrl_kind got = (sd_ctrl_kind)-1;
         const char *name = sd_ctrl_name((sd_ctrl_kind)c);
         CHECK(sd_ctrl_from_name(name, &got, &err) == SD_OK && got == (sd_ctrl_kind)c, "ctrl %d '%s'", c, name);

@@ -327,16 +327,17 @@ typedef struct sd_accept_train_params {
     int exit_layer;       /* 0: the draft model; E > 0: early exit at E (draft NULL) */
     const sd_exit_heads *exit_heads; /* early exit: the exit's LM head (NULL: the shared one) */
     int n_tokens;         /* labelled (drafted) positions to collect, train + validation + held out (default 24000) */
-    int prompt_len;       /* prompt tokens taken from each corpus story (default 8) */
+    int prompt_len;       /* shortest prompt taken from a corpus story: a seeded cut of prompt_len..8 prompt_len tokens
+                             of its beginning (default 8); equal prompts are used once */
     int response_len;     /* tokens the target generates per prompt (default 96) */
     int blocks;           /* residual blocks k, 0..4 (default 3) */
     bool shared;          /* one block's weights used k times */
     float w_rej;          /* weight of the rejection class (default 6) */
     float mix;            /* r: probability a response position keeps the target's token (default 0.15) */
     float temp;           /* temperature of the target's responses and of p, q for the labels (default 1) */
-    int epochs;           /* default 4 */
+    int epochs;           /* default 6 */
     int batch;            /* default 64 */
-    float lr;             /* default 1e-3 */
+    float lr;             /* default 3e-3 */
     float weight_decay;   /* default 0.01 */
     int n_threads;        /* 0 = online CPUs */
     uint64_t seed;

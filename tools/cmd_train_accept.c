@@ -12,8 +12,9 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: specdec train accept-head -m TARGET (--draft-model DRAFT | --exit-layer E) --corpus FILE\n"
             "                                 --out HEAD.gguf [options]\n\n"
-            "SpecDec++ (methods.md 5): the target answers prompts taken from the corpus (the first --prompt tokens\n"
-            "of each story, separated by lines <|endofstory|>); the drafter reads token-mixed responses (each\n"
+            "SpecDec++ (methods.md 5): the target answers prompts taken from the corpus (the beginning of each story,\n"
+            "stories separated by lines <|endofstory|>: a seeded cut of N..8N tokens, equal prompts used once); the\n"
+            "drafter reads token-mixed responses (each\n"
             "response position replaced by a draft sample with probability 1 - r); a small residual MLP on the\n"
             "drafter's hidden state learns each drafted token's soft acceptance min(1, p(x)/q(x)) with a binary\n"
             "cross-entropy weighted W on the rejection class (AdamW; the epoch with the best validation loss is\n"
@@ -26,10 +27,10 @@ static void usage(FILE *f) {
             "  --layers K          residual blocks x + SiLU(Wx + b), 0..4 (default 3)   --shared  one block's weights K times\n"
             "  --w-rej W           weight of the rejection class (default 6)\n"
             "  --mix R             probability a response position keeps the target's token (default 0.15)\n"
-            "  --prompt N          prompt tokens per story (default 8)   --response N  generated tokens (default 96)\n"
+            "  --prompt N          shortest prompt, tokens (default 8)   --response N  generated tokens (default 96)\n"
             "  --temp T            temperature of the responses and of p, q for the labels (default 1; 0: greedy, the\n"
             "                      label is whether the draft's argmax is the target's)\n"
-            "  --epochs E          (default 4)   --batch N  (default 64)   --lr LR  (default 1e-3)   --wd X  (0.01)\n"
+            "  --epochs E          (default 6)   --batch N  (default 64)   --lr LR  (default 3e-3)   --wd X  (0.01)\n"
             "  -t N                threads; --seed S (default 1; the result is the same for a seed)\n");
 }
 

@@ -1,5 +1,8 @@
 /* accept_train: trains SpecDec++'s acceptance head (sd_train_accept_head in specdec.h; methods.md 5).
- * Data, per corpus story: its first prompt_len tokens are the prompt X; the target samples a response Y (temperature
+ * Data, per corpus story: a prefix of it is the prompt X (a seeded random cut between prompt_len and 8 prompt_len
+ * tokens; a prompt equal to an earlier one is skipped: corpora of stories often share their first words, and greedy
+ * answers to equal prompts are equal, so held-out positions would repeat training ones); the target samples a
+ * response Y (temperature
  * temp) and keeps p_t = its distribution at each response position; the drafter runs once over [X, Y] for q_t, and
  * a draft token d_t ~ q_t gets the soft label min(1, p_t(d_t) / q_t(d_t)) (its acceptance probability) and the
  * baseline score max q_t (the draft's top-1 probability). Token mixing: Z_t = Y_t with probability mix, else d_t; the
@@ -29,9 +32,9 @@ sd_accept_train_params sd_accept_train_default_params(void) {
     p.w_rej = 6.0f;
     p.mix = 0.15f;
     p.temp = 1.0f;
-    p.epochs = 4;
+    p.epochs = 6;
     p.batch = 64;
-    p.lr = 1e-3f;
+    p.lr = 3e-3f;
     p.weight_decay = 0.01f;
     p.seed = 1;
     return p;
@@ -148,7 +151,7 @@ static sd_status story_examples(sd_ctx *tctx, const src *s, const sd_model *targ
         float pd = P[(size_t)t * V + d], qd = q[d];
         ex->label[ex->n] = qd > 0 && pd < qd ? pd / qd : 1.0f;
         ex->top1[ex->n] = best;
-        pos[ex->n - first] = getenv("SDPP_B") ? plen - 1 + t : plen + t; /* its state comes from the mixed pass below */
+        pos[ex->n - first] = plen + t; /* the state that has read d_t: from the mixed pass below */
         ex->n++;
     }
     /* the drafter over [X, Z]: the state that has read each drafted token */
@@ -295,7 +298,7 @@ sd_status sd_train_accept_head(const sd_model *target, const sd_model *draft, co
     if (st) return st;
     const double t0 = train_now_s();
     const sd_model *sm = draft ? draft : target;
-    const int V = target->hp.n_vocab, D = sm->hp.n_embd, plen_max = tp->prompt_len + 1; /* + BOS */
+    const int V = target->hp.n_vocab, D = sm->hp.n_embd, plen_max = 8 * tp->prompt_len + 1; /* + BOS */
     int n_ctx = plen_max + tp->response_len + 1;
     int cap_ctx = target->hp.n_ctx_train < sm->hp.n_ctx_train ? target->hp.n_ctx_train : sm->hp.n_ctx_train;
     if (n_ctx > cap_ctx) n_ctx = cap_ctx;
@@ -313,7 +316,7 @@ sd_status sd_train_accept_head(const sd_model *target, const sd_model *draft, co
     sd_ctx *tctx = NULL, *dctx = NULL;
     int *lens = NULL, n_seq = 0;
     int32_t **seqs = NULL, *tok = NULL, *mixed = NULL;
-    int *pos = NULL;
+    int *pos = NULL, *cuts = NULL;
     float *P = NULL, *Q = NULL, *H = NULL, *pr = NULL, *scratch = NULL, *gbuf = NULL, *best = NULL;
     scored *sc = NULL;
     int *order = NULL;
@@ -324,7 +327,7 @@ sd_status sd_train_accept_head(const sd_model *target, const sd_model *draft, co
     s.ctx = dctx;
     /* enough stories for n_tokens drafted positions (about (1 - mix) of each response), and some to spare */
     int per_story = (int)(p.response_len * (1.0 - p.mix) * 0.5) + 1;
-    int want_stories = p.n_tokens / per_story + 16;
+    int want_stories = 2 * (p.n_tokens / per_story) + 16; /* room for skipped duplicates */
     seqs = train_read_stories(target, p.corpus_path, plen_max, want_stories * plen_max, &lens, &n_seq, err);
     if (!seqs) {
         st = err ? err->status : SD_ERR_FORMAT;
@@ -332,6 +335,7 @@ sd_status sd_train_accept_head(const sd_model *target, const sd_model *draft, co
     }
     tok = malloc((size_t)n_ctx * sizeof *tok);
     pos = malloc((size_t)p.response_len * sizeof *pos);
+    cuts = malloc((size_t)n_seq * sizeof *cuts);
     mixed = malloc((size_t)n_ctx * sizeof *mixed);
     P = malloc((size_t)p.response_len * V * sizeof *P);
     Q = malloc((size_t)n_ctx * V * sizeof *Q);
@@ -342,7 +346,7 @@ sd_status sd_train_accept_head(const sd_model *target, const sd_model *draft, co
     ex.label = malloc((size_t)ex.cap * sizeof *ex.label);
     ex.top1 = malloc((size_t)ex.cap * sizeof *ex.top1);
     h = accept_head_new(sm, s.E, p.blocks, p.shared);
-    if (!tok || !pos || !mixed || !P || !Q || !H || !pr || !s.want || !ex.feat || !ex.label || !ex.top1 || !h) {
+    if (!tok || !pos || !cuts || !mixed || !P || !Q || !H || !pr || !s.want || !ex.feat || !ex.label || !ex.top1 || !h) {
         st = err_set(err, SD_ERR_NOMEM, "out of memory collecting %d training positions", ex.cap);
         goto done;
     }
@@ -354,12 +358,20 @@ sd_status sd_train_accept_head(const sd_model *target, const sd_model *draft, co
     rng_seed(&r, p.seed * 0x9e3779b97f4a7c15ull + 17);
     int used = 0;
     double t_last = t0;
-    for (int si = 0; si < n_seq && ex.n < ex.cap; si++, used++) {
-        if ((st = story_examples(tctx, &s, target, &p, seqs[si], lens[si], &r, tok, mixed, P, Q, H, pr, pos, &ex, err)))
+    for (int si = 0; si < n_seq && ex.n < ex.cap; si++) {
+        int lo = p.prompt_len + 1 < lens[si] ? p.prompt_len + 1 : lens[si]; /* BOS + prompt_len .. the whole cut */
+        int cut = lo + (int)(rng_next(&r) % (uint64_t)(lens[si] - lo + 1));
+        bool seen = false; /* an earlier story with the same prompt */
+        for (int sj = 0; sj < si && !seen; sj++)
+            seen = cuts[sj] == cut && !memcmp(seqs[sj], seqs[si], (size_t)cut * sizeof **seqs);
+        cuts[si] = cut;
+        if (seen) continue;
+        if ((st = story_examples(tctx, &s, target, &p, seqs[si], cut, &r, tok, mixed, P, Q, H, pr, pos, &ex, err)))
             goto done;
+        used++;
         if (train_now_s() - t_last > 5.0 || ex.n == ex.cap) {
             t_last = train_now_s();
-            say(&p, "  %d/%d positions from %d prompts (%.0f s)", ex.n, ex.cap, used + 1, t_last - t0);
+            say(&p, "  %d/%d positions from %d prompts (%.0f s)", ex.n, ex.cap, used, t_last - t0);
         }
     }
     if (ex.n < 50) {
@@ -464,6 +476,7 @@ done:
     train_free_stories(seqs, lens, n_seq);
     free(tok);
     free(pos);
+    free(cuts);
     free(mixed);
     free(P);
     free(Q);

@@ -310,6 +310,61 @@ sd_status sd_train_exit_heads(const sd_model *model, const sd_train_params *para
 /* Writes heads to a GGUF file (loadable with sd_exit_heads_load). */
 sd_status sd_exit_heads_save(const sd_exit_heads *heads, const char *path, sd_error *err);
 
+/* SpecDec++'s acceptance head (methods.md 5): a small residual MLP on a drafter's hidden state giving
+ * P(the drafted token is accepted | prefix), stored in its own GGUF tied to the drafter it was trained for (the draft
+ * model, or the target's first E layers for early exit). Owned by the caller; must outlive its use. */
+typedef struct sd_accept_head sd_accept_head;
+sd_status sd_accept_head_load(const char *path, sd_accept_head **out, sd_error *err);
+sd_status sd_accept_head_save(const sd_accept_head *head, const char *path, sd_error *err);
+void sd_accept_head_free(sd_accept_head *head);
+/* SD_OK when head reads the states of model m after `depth` layers (n_layer: a draft model's last layer; E: early
+ * exit at E); otherwise SD_ERR_ARG naming the mismatch (another draft model, another exit layer). */
+sd_status sd_accept_head_check(const sd_accept_head *head, const sd_model *m, int depth, sd_error *err);
+
+/* Trains an acceptance head (specdec train accept-head): the target answers corpus prompts; the drafter (draft
+ * model, or the target's first exit_layer layers) reads token-mixed responses (each response position replaced by a
+ * draft sample with probability 1 - mix); the head learns the soft acceptance min(1, p(x)/q(x)) of each drafted
+ * token with a binary cross-entropy weighted w_rej on the rejection class; AdamW; a validation split picks the best
+ * epoch; held-out binary KL per epoch and the held-out AUC of the head and of the draft's top-1 probability. */
+typedef struct sd_accept_train_params {
+    const char *corpus_path;
+    int exit_layer;       /* 0: the draft model; E > 0: early exit at E (draft NULL) */
+    const sd_exit_heads *exit_heads; /* early exit: the exit's LM head (NULL: the shared one) */
+    int n_tokens;         /* labelled (drafted) positions to collect, train + validation + held out (default 24000) */
+    int prompt_len;       /* shortest prompt taken from a corpus story: a seeded cut of prompt_len..8 prompt_len tokens
+                             of its beginning (default 8); equal prompts are used once */
+    int response_len;     /* tokens the target generates per prompt (default 96) */
+    int blocks;           /* residual blocks k, 0..4 (default 3) */
+    bool shared;          /* one block's weights used k times */
+    float w_rej;          /* weight of the rejection class (default 6) */
+    float mix;            /* r: probability a response position keeps the target's token (default 0.15) */
+    float temp;           /* temperature of the target's responses and of p, q for the labels (default 1) */
+    int epochs;           /* default 6 */
+    int batch;            /* default 64 */
+    float lr;             /* default 3e-3 */
+    float weight_decay;   /* default 0.01 */
+    int n_threads;        /* 0 = online CPUs */
+    uint64_t seed;
+    void (*progress)(void *user, const char *line);
+    void *user;
+} sd_accept_train_params;
+
+typedef struct sd_accept_train_report {
+    int n_train, n_val, n_heldout;   /* labelled positions */
+    double mean_label;               /* mean soft acceptance of the held-out drafts */
+    double loss_first, loss_last;    /* mean weighted BCE over the first and the last epoch (training) */
+    double kl_before, kl_after;      /* held-out binary KL(label || head), rejection-weighted (see accept_train.c; the
+                                        plain one when w_rej = 1): the initial constant predictor, the kept head */
+    double auc_head, auc_top1;       /* held-out AUC (soft labels): the head, the draft's top-1 probability */
+    int kept_epoch;                  /* epoch whose weights were kept (best validation loss) */
+    double seconds;
+} sd_accept_train_report;
+
+sd_accept_train_params sd_accept_train_default_params(void);
+/* draft: the draft model (NULL with exit_layer > 0). */
+sd_status sd_train_accept_head(const sd_model *target, const sd_model *draft, const sd_accept_train_params *params,
+                               sd_accept_head **out, sd_accept_train_report *report, sd_error *err);
+
 /* Logits of hidden states taken after `depth` layers (1..n_layer): [exit head for that depth,] final norm, LM head.
  * h: [n][n_embd]; logits: [n][n_vocab]; n <= n_batch. The bits equal those sd_forward gives for the same state. */
 sd_status sd_lm_head(sd_ctx *ctx, const float *h, int n, int depth, const sd_exit_heads *heads, float *logits,
@@ -383,6 +438,9 @@ typedef enum sd_ctrl_kind {
     SD_CTRL_CONF,      /* stop drafting when the draft's top-1 probability < p_min (up to gamma_max) */
     SD_CTRL_FS,        /* finite state: gamma += 1 after a fully accepted round, -= 1 otherwise (min 1, max gamma_max) */
     SD_CTRL_DV,        /* Draft&Verify: stop when top-1 < theta; theta moves by dv_eps toward acceptance dv_target */
+    /* SpecDec++ */
+    SD_CTRL_SPECDECPP, /* a trained acceptance head a_i on the drafter's hidden state: draft while
+                          1 - prod_{j<=i} a_j <= stop_threshold (the first token always), up to gamma_max */
 } sd_ctrl_kind;
 
 /* What one round did (passed to round_cb). */
@@ -434,6 +492,9 @@ typedef struct sd_spec_params {
     float swift_stop_score;   /* stop optimising once the best matchness reaches this (0.95) */
     struct sd_swift_state *swift_state; /* the optimiser's state (borrowed; shared across sessions and prompts, one
                                            session at a time); NULL: each generation starts its own */
+    /* SpecDec++ (ctrl = SD_CTRL_SPECDECPP; drafters with hidden states: draft model, early exit) */
+    const sd_accept_head *accept_head;        /* borrowed; trained for the drafter (sd_accept_head_check) */
+    float stop_threshold;                     /* h: stop when P(some draft of the round is rejected) > h (0.3) */
 } sd_spec_params;
 
 sd_spec_params sd_spec_default_params(void);

@@ -278,6 +278,42 @@ $CLI generate -m "$MPL_" -p "Once upon a time" -n 30 -t 2 --seed 3 --spec swift 
 $CLI bench spec -m "$MPL_" --prompts "$SHARED/data/stories_dev.jsonl" --limit 2 -n 24 -t 2 --methods swift:window=8,swift:window=8:tree_nodes=12 >"$out" 2>"$err"
 if [ $? -eq 0 ] && grep -q "swift:window=8:tree_nodes=12" "$out"; then ok; else bad "bench spec swift: $(cat "$out" "$err")"; fi
 rm -rf "$sdir"
+# SpecDec++: train accept-head (a small run; the same seed writes the same file), --ctrl specdecpp equal to plain
+# greedy, a head trained against stories-ee serving a widened stories-ee, and bad input
+tdir=$(mktemp -d)
+CORPUS="$SHARED/data/stories_corpus.txt"
+acc() { $CLI train accept-head -m "$MEE" --draft-model "$M260" --corpus "$CORPUS" --tokens 1500 --temp 0 --epochs 2 -t 1 "$@"; }
+acc --out "$tdir/a.gguf" >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "held-out AUC of acceptance: head" "$out" && grep -q "epoch 2/2: .*held-out binary KL" "$err"; then ok
+else bad "train accept-head: $(cat "$out" "$err")"; fi
+acc --out "$tdir/b.gguf" >/dev/null 2>&1
+cmp -s "$tdir/a.gguf" "$tdir/b.gguf" && ok || bad "train accept-head: the same seed wrote another head"
+plain=$($CLI generate -m "$MEE" -p "Once upon a time" -n 60 --temp 0 -t 1 2>/dev/null)
+sdpp=$($CLI generate -m "$MEE" --draft-model "$M260" --spec draft --ctrl specdecpp --accept-head "$tdir/a.gguf" \
+    --stop-threshold 0.5 -p "Once upon a time" -n 60 --temp 0 -t 1 2>"$err")
+if [ -n "$plain" ] && [ "$plain" = "$sdpp" ] && grep -q "speculative: " "$err"; then ok; else bad "specdecpp: '$sdpp' vs '$plain': $(cat "$err")"; fi
+if $CLI gen-model --embed "$MEE" --dim 288 --type f32 -o "$tdir/wide.gguf" >/dev/null 2>"$err"; then
+    wide=$($CLI generate -m "$tdir/wide.gguf" --draft-model "$M260" --spec draft --ctrl specdecpp \
+        --accept-head "$tdir/a.gguf" -p "Once upon a time" -n 60 --temp 0 -t 1 2>"$err")
+    if [ -n "$wide" ] && [ "$wide" = "$plain" ] && grep -q "acceptance" "$err"; then ok; else bad "specdecpp on a widened stories-ee: '$wide': $(cat "$err")"; fi
+else
+    bad "gen-model --embed: $(cat "$err")"
+fi
+: >"$tdir/empty.txt"
+head -c 4096 "$M260" >"$tdir/binary.txt"
+expect_err "accept-head: empty corpus" "too little text" train accept-head -m "$MEE" --draft-model "$M260" --corpus "$tdir/empty.txt" --out "$tdir/x.gguf"
+expect_err "accept-head: binary corpus" "NUL byte" train accept-head -m "$MEE" --draft-model "$M260" --corpus "$tdir/binary.txt" --out "$tdir/x.gguf"
+expect_err "accept-head: --tokens 0" "\-\-tokens" train accept-head -m "$MEE" --draft-model "$M260" --corpus "$CORPUS" --out "$tdir/x.gguf" --tokens 0
+expect_err "accept-head: draft with another vocabulary" "cannot draft" train accept-head -m "$MEE" --draft-model "$SHARED/models/tiny-llama-spm-f32.gguf" --corpus "$CORPUS" --out "$tdir/x.gguf"
+expect_err "accept-head: no drafter" "\-\-draft-model FILE or \-\-exit-layer" train accept-head -m "$MEE" --corpus "$CORPUS" --out "$tdir/x.gguf"
+expect_err "accept-head: exit layer of 8" "exit layer must be in" train accept-head -m "$MEE" --exit-layer 8 --corpus "$CORPUS" --out "$tdir/x.gguf"
+[ ! -e "$tdir/x.gguf" ] && ok || bad "a failed accept-head training wrote its output"
+expect_err "specdecpp: the draft model's head on early exit" "another draft model" generate -m "$MEE" --spec early-exit --ctrl specdecpp --accept-head "$tdir/a.gguf" -p hi -n 4
+expect_err "specdecpp without a head" "needs an acceptance head" generate -m "$MEE" --spec early-exit --ctrl specdecpp -p hi -n 4
+expect_err "--accept-head a model file" "not an acceptance-head file" generate -m "$MEE" --spec early-exit --ctrl specdecpp --accept-head "$M260" -p hi -n 4
+expect_err "specdecpp with ngram" "hidden states" generate -m "$MEE" --spec ngram --ctrl specdecpp --accept-head "$tdir/a.gguf" -p hi -n 4
+expect_err "--stop-threshold 2" "stop-threshold" generate -m "$MEE" --spec early-exit --ctrl specdecpp --stop-threshold 2 -p hi -n 4
+rm -rf "$tdir"
 
 # the example program (uses only the public header)
 $BUILD/example_simple "$SHARED/models/stories260K.gguf" "Once upon a time" 30 >"$out" 2>"$err"

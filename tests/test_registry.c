@@ -17,6 +17,8 @@ static bool same_params(const sd_spec_params *a, const sd_spec_params *b) {
               a->del_every == b->del_every && a->sb_tau == b->sb_tau && a->sb_alpha == b->sb_alpha &&
               a->sb_depth == b->sb_depth && a->sb_width == b->sb_width && a->tree_nodes == b->tree_nodes &&
               a->n_tree_conf == b->n_tree_conf && a->exit_heads == b->exit_heads && a->draft_ctx == b->draft_ctx;
+    /* SpecDec++ */
+    eq = eq && a->stop_threshold == b->stop_threshold && a->accept_head == b->accept_head;
     eq = eq && !memcmp(a->del_layers, b->del_layers, sizeof a->del_layers) &&
          !memcmp(a->tree_topk, b->tree_topk, sizeof a->tree_topk) &&
          !memcmp(a->tree_conf, b->tree_conf, sizeof a->tree_conf);
@@ -43,6 +45,7 @@ static sd_spec_params perturbed(void) {
     /* SWIFT */
     p.swift_skip_ratio = 0.25f, p.swift_window = 11, p.swift_opt_steps = 12, p.swift_patience = 13;
     p.swift_bayes_interval = 14, p.swift_p_stop = 0.375f, p.swift_max_draft = 15, p.swift_stop_score = 0.5f;
+    p.stop_threshold = 0.875f; /* SpecDec++ */
     return p;
 }
 
@@ -96,6 +99,7 @@ static void defaults_match(void) {
         else if (!strcmp(k, "p_stop")) want.swift_p_stop = def.swift_p_stop;
         else if (!strcmp(k, "max_draft")) want.swift_max_draft = def.swift_max_draft;
         else if (!strcmp(k, "stop_score")) want.swift_stop_score = def.swift_stop_score;
+        else if (!strcmp(k, "stop_threshold")) want.stop_threshold = def.stop_threshold; /* SpecDec++ */
         else CHECK(0, "registry key %s is not known to this test (add it)", k);
         CHECK(same_params(&sp, &want), "%s: default text '%s' does not give sd_spec_default_params()'s value",
               k, in->def);
@@ -119,7 +123,7 @@ static void enum_names(void) {
         sd_spec_params sp = sd_spec_default_params();
         CHECK(sd_spec_set(&sp, "method", name, &err) == SD_OK && sp.method == (sd_spec_method)m, "method=%s", name);
     }
-    for (int c = SD_CTRL_FIXED; c <= SD_CTRL_DV; c++) {
+    for (int c = SD_CTRL_FIXED; c <= SD_CTRL_SPECDECPP; c++) {
         sd_ctrl_kind got = (sd_ctrl_kind)-1;
         const char *name = sd_ctrl_name((sd_ctrl_kind)c);
         CHECK(sd_ctrl_from_name(name, &got, &err) == SD_OK && got == (sd_ctrl_kind)c, "ctrl %d '%s'", c, name);

@@ -181,6 +181,7 @@ int cmd_bench_batch(int argc, char **argv) {
     for (int m = 0; m < n_m; m++) { /* every method against the models and contexts, before any measurement */
         if (ms[m].method == SD_SPEC_DRAFT) ms[m].draft_ctx = env.dctx;
         ms[m].exit_heads = env.heads;
+        ms[m].accept_head = env.accept_head; /* SpecDec++ */
         if (sd_spec_check(env.model, env.dmodel, &ms[m], &err) != SD_OK || sd_spec_check_ctx(env.ctx, &ms[m], &err) != SD_OK) {
             fprintf(stderr, "error: method '%s': %s\n", labels[m], err.msg);
             goto done;

@@ -47,6 +47,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "  --draft-model FILE     draft model for 'draft' methods; --draft-type TYPE converts it at load\n"
             "  --exit-heads FILE      trained exit heads, used by methods with heads=yes\n"
+            "  --accept-head FILE     SpecDec++ acceptance head(s) for ctrl=specdecpp methods (repeat the option for\n"
+            "                         several drafters: each method takes the first head made for its drafter)\n"
             "  -n N                   tokens per turn (default 128; cut to fit the context)\n"
             "  --limit N              use the first N questions only; --per-category N: the first N of each category\n"
             "  --temp T               sampling instead of greedy (default 0); --seed S\n"
@@ -160,6 +162,10 @@ int cmd_bench_spec(int argc, char **argv) {
     const char *model_path = NULL, *prompts = NULL, *methods_s = "plain,ngram", *draft_path = NULL, *draft_type = NULL;
     const char *json = NULL, *md = NULL, *plot = NULL, *heads_path = NULL;
     sd_exit_heads *heads = NULL;
+    enum { MAX_ACCEPT = 8 }; /* SpecDec++ */
+    const char *accept_paths[MAX_ACCEPT];
+    sd_accept_head *accept[MAX_ACCEPT] = {0};
+    int n_accept = 0;
     int n_predict = 128, limit = 0, sample = 0;
     bool ignore_eos = false;
     sd_sampler_params spp = sd_sampler_default_params();
@@ -180,7 +186,13 @@ int cmd_bench_spec(int argc, char **argv) {
         else if (!strcmp(a, "--draft-model")) draft_path = v;
         else if (!strcmp(a, "--draft-type")) draft_type = v;
         else if (!strcmp(a, "--exit-heads")) heads_path = v;
-        else if (!strcmp(a, "--json")) json = v;
+        else if (!strcmp(a, "--accept-head")) {
+            if (n_accept == MAX_ACCEPT) {
+                fprintf(stderr, "error: at most %d --accept-head files\n", MAX_ACCEPT);
+                return 2;
+            }
+            accept_paths[n_accept++] = v;
+        } else if (!strcmp(a, "--json")) json = v;
         else if (!strcmp(a, "--md")) md = v;
         else if (!strcmp(a, "--plot")) plot = v;
         else if (!strcmp(a, "-n")) { if (!cli_int(a, v, 1, 1 << 20, &n_predict)) return 2; }
@@ -306,6 +318,23 @@ int cmd_bench_spec(int argc, char **argv) {
             }
             ms[m].sp.swift_state = ms[m].swift;
         }
+    for (int i = 0; i < n_accept; i++) /* SpecDec++: each specdecpp method takes the first head for its drafter */
+        if (sd_accept_head_load(accept_paths[i], &accept[i], &err) != SD_OK) {
+            fprintf(stderr, "error: --accept-head: %s\n", err.msg);
+            goto done;
+        }
+    for (int m = 1; m < n_m; m++) {
+        sd_spec_params *sp = &ms[m].sp;
+        if (sp->ctrl != SD_CTRL_SPECDECPP || (sp->method != SD_SPEC_DRAFT && sp->method != SD_SPEC_EARLY_EXIT)) continue;
+        const sd_model *src = sp->method == SD_SPEC_DRAFT ? dmodel : model;
+        for (int i = 0; i < n_accept && !sp->accept_head && src; i++) {
+            sd_model_info si;
+            sd_model_get_info(src, &si);
+            int E = sp->method == SD_SPEC_DRAFT ? si.n_layer : sp->exit_layer ? sp->exit_layer : si.n_layer / 2;
+            if (sd_accept_head_check(accept[i], src, E, NULL) == SD_OK) sp->accept_head = accept[i];
+        }
+        if (!sp->accept_head && n_accept == 1) sp->accept_head = accept[0]; /* the check below names the mismatch */
+    }
     for (int m = 1; m < n_m; m++) { /* every method against the model(s) and the context before any run */
         if (sd_spec_check_ctx(ctx, &ms[m].sp, &err) != SD_OK) {
             char prefix[160];
@@ -537,6 +566,7 @@ done:
     for (int m = 0; m < n_m; m++) sd_swift_state_free(ms[m].swift);
     free(qcat);
     sd_exit_heads_free(heads);
+    for (int i = 0; i < n_accept; i++) sd_accept_head_free(accept[i]);
     free(answers);
     free(ctx_toks);
     free(out);

@@ -22,7 +22,8 @@ static void usage(FILE *f) {
             "  --lr X           (default 3e-4)  --wd X     weight decay toward the identity (default 0.01)\n"
             "  --depths LIST    e.g. 1,2,3 (default: every depth 1..L-1)\n"
             "  --seq-len N      longest text chunk (default 256)\n"
-            "  -t N             threads; --seed S\n");
+            "  -t N             threads; --seed S\n\n"
+            "specdec train accept-head: SpecDec++'s acceptance head (see specdec train accept-head --help)\n");
 }
 
 static void progress(void *user, const char *line) {
@@ -31,12 +32,13 @@ static void progress(void *user, const char *line) {
 }
 
 int cmd_train(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "accept-head")) return cmd_train_accept(argc, argv);
     if (argc < 2 || strcmp(argv[1], "exit-heads")) {
         if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
             usage(stdout);
             return 0;
         }
-        fprintf(stderr, "error: specdec train expects 'exit-heads' (see specdec train --help)\n");
+        fprintf(stderr, "error: specdec train expects 'exit-heads' or 'accept-head' (see specdec train --help)\n");
         return 2;
     }
     sd_train_params tp = sd_train_default_params();

@@ -4,6 +4,7 @@
 int cmd_generate(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_train_accept(int argc, char **argv); /* SpecDec++: train accept-head */
 int cmd_bench(int argc, char **argv);
 int cmd_bench_spec(int argc, char **argv);
 int cmd_bench_batch(int argc, char **argv);

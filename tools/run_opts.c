@@ -31,7 +31,8 @@ static int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
                 IS("--temp", "--temperature") || IS("--top-k", "--top-k") || IS("--top-p", "--top-p") ||
                 IS("--min-p", "--min-p") || IS("--repeat-penalty", "--repeat-penalty") ||
                 IS("--repeat-last-n", "--repeat-last-n") || IS("--draft-model", "--draft-model") ||
-                IS("--draft-type", "--draft-type") || IS("--exit-heads", "--exit-heads") || IS("-s", "--seed") || IS("--skip-set", "--skip-set") ||
+                IS("--draft-type", "--draft-type") || IS("--exit-heads", "--exit-heads") || IS("-s", "--seed") ||
+                IS("--skip-set", "--skip-set") || IS("--accept-head", "--accept-head") ||
                 IS("-t", "--threads") || IS("-c", "--ctx-size") || IS("-b", "--batch-size") ||
                 (a[0] == '-' && a[1] == '-' && sd_spec_param_find(a));
     if (!mine) return 0;
@@ -47,6 +48,7 @@ static int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
     else if (IS("--draft-type", "--draft-type")) o->draft_type = v;
     else if (IS("--exit-heads", "--exit-heads")) o->heads_path = v;
     else if (IS("--skip-set", "--skip-set")) o->skip_set_path = v;
+    else if (IS("--accept-head", "--accept-head")) o->accept_path = v;
     else if (IS("-n", "--n-predict")) ok = cli_int(a, v, -1, 1 << 24, &o->n_predict);
     else if (IS("--temp", "--temperature")) ok = cli_float(a, v, 0, 1e6, &o->sp.temp);
     else if (IS("--top-k", "--top-k")) ok = cli_int(a, v, 0, 1 << 30, &o->sp.top_k);
@@ -128,6 +130,7 @@ void run_opts_help(FILE *f) {
             "                          (early-exit, del, specbound)\n"
             "      --skip-set FILE     SWIFT's optimiser state (best skip set, scored candidates): read at the start when\n"
             "                          FILE exists, written at the end (--spec swift)\n"
+            "      --accept-head FILE  SpecDec++ acceptance head (specdec train accept-head) for --ctrl specdecpp\n"
             "  method parameters (the same keys as bench spec --methods and the library's sd_spec_set;\n"
             "  lists take ',' between values):\n");
     cli_spec_help(f, false);
@@ -211,6 +214,13 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
         if (f) fprintf(stderr, "SWIFT: optimiser state from %s\n", o->skip_set_path);
         o->spec.swift_state = env->swift;
     }
+    if (o->accept_path) { /* SpecDec++ */
+        if (sd_accept_head_load(o->accept_path, &env->accept_head, &err) != SD_OK) {
+            fprintf(stderr, "error: --accept-head: %s\n", err.msg);
+            return false;
+        }
+        o->spec.accept_head = env->accept_head;
+    }
     if (sd_spec_check(env->model, env->dmodel, &o->spec, &err) != SD_OK) { /* against the models, before contexts */
         cli_spec_error("", err.msg, true);
         return false;
@@ -241,6 +251,7 @@ void run_env_free(run_env *env) {
     sd_ctx_free(env->ctx);
     sd_exit_heads_free(env->heads);
     sd_swift_state_free(env->swift);
+    sd_accept_head_free(env->accept_head);
     sd_model_free(env->dmodel);
     sd_model_free(env->model);
     memset(env, 0, sizeof *env);

@@ -10,6 +10,7 @@
 
 typedef struct run_opts {
     const char *model_path, *tok_path, *draft_path, *draft_type, *heads_path;
+    const char *accept_path; /* SpecDec++: --accept-head */
     int n_predict;
     bool ignore_eos, no_bos, seed_set, no_mmap, mlock;
     /* load --draft-model (and give it a context) whatever the default method is: the server's requests choose */
@@ -28,6 +29,7 @@ typedef struct run_env {
     sd_exit_heads *heads;
     sd_model_info info;
     sd_swift_state *swift; /* SWIFT's optimiser state (--spec swift), or NULL */
+    sd_accept_head *accept_head; /* SpecDec++ */
 } run_env;
 
 void run_opts_init(run_opts *o);

@@ -21,7 +21,8 @@ static void usage_main(FILE *f) {
             "  serve      an OpenAI-compatible HTTP server (per-request speculative method)\n"
             "  bench      benchmarks: decode (vs roofline), block (T(k)/T(1)), bandwidth\n"
             "  gen-model  write a seeded random-weight GGUF of a real shape (for speed work)\n"
-            "  train      train exit heads (train exit-heads) for early-exit drafting\n"
+            "  train      train exit heads (train exit-heads) for early-exit drafting, or SpecDec++'s acceptance head\n"
+            "             (train accept-head)\n"
             "  version    print the version (also --version)\n"
             "  help       this text; `specdec <command> --help` for a command's options\n");
 }

@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include "ctrl/specdecpp.h"
+
 typedef struct ctrl_state {
     ctrl base;
     int gamma, gamma_max;
@@ -36,6 +38,8 @@ static void ver_dv(ctrl *c, int nd, int na) {
 static void free_state(ctrl *c) { free(c); }
 
 ctrl *ctrl_new(const sd_spec_params *sp) {
+    if (sp->ctrl == SD_CTRL_SPECDECPP && sp->accept_head) /* (without a head: a method that drafts nothing) */
+        return ctrl_specdecpp_new(sp->accept_head, sp->stop_threshold, sp->gamma_max);
     ctrl_state *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->gamma = sp->gamma;
@@ -45,10 +49,10 @@ ctrl *ctrl_new(const sd_spec_params *sp) {
     s->target = sp->dv_target;
     s->eps = sp->dv_eps;
     switch (sp->ctrl) {
-    case SD_CTRL_CONF: s->base = (ctrl){"conf", max_bound, keep_conf, ver_none, free_state, true}; break;
-    case SD_CTRL_FS: s->base = (ctrl){"fs", max_fixed, keep_always, ver_fs, free_state, false}; break;
-    case SD_CTRL_DV: s->base = (ctrl){"dv", max_bound, keep_dv, ver_dv, free_state, true}; break;
-    default: s->base = (ctrl){"fixed", max_fixed, keep_always, ver_none, free_state, false}; break;
+    case SD_CTRL_CONF: s->base = (ctrl){"conf", max_bound, keep_conf, ver_none, free_state, true, NULL, false}; break;
+    case SD_CTRL_FS: s->base = (ctrl){"fs", max_fixed, keep_always, ver_fs, free_state, false, NULL, false}; break;
+    case SD_CTRL_DV: s->base = (ctrl){"dv", max_bound, keep_dv, ver_dv, free_state, true, NULL, false}; break;
+    default: s->base = (ctrl){"fixed", max_fixed, keep_always, ver_none, free_state, false, NULL, false}; break;
     }
     return &s->base;
 }

@@ -96,7 +96,7 @@ static void dc_free(ctrl *c) { free(c); }
 ctrl *del_ctrl_new(del_state *d) {
     del_ctrl *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->base = (ctrl){"del", dc_max, dc_keep, dc_ver, dc_free, true};
+    c->base = (ctrl){"del", dc_max, dc_keep, dc_ver, dc_free, true, NULL, false};
     c->d = d;
     return &c->base;
 }

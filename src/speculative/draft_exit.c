@@ -119,7 +119,8 @@ static int ex_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tr
         if (exit_step(ex, x, true, err)) return -1;
         float top1, *qk = ex->greedy ? NULL : t->q + (size_t)k * ex->V;
         int32_t nx = draft_peek(ex->smp, ex->greedy, ex->logits, ex->V, hist, n + k, qk, c->uses_conf, &top1);
-        if (!c->keep_going(c, k, top1)) break;
+        ctrl_feat f = {top1, ex->hcache + (size_t)(ex->n_cached - 1) * ex->D, ex->D, x};
+        if (!ctrl_keep(c, k, &f)) break;
         nx = draft_draw(ex->smp, ex->greedy, nx, qk);
         t->token[k] = nx;
         hist[n + k] = nx;

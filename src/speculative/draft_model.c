@@ -39,6 +39,10 @@ typedef struct model_drafter {
     int32_t *tpos;   /* [n_batch] tree block positions */
     uint8_t *twant;  /* [n_batch] */
     int *depth;      /* [n_batch] depth of each node (1 = child of the root) */
+    /* controllers reading the hidden state (SpecDec++) */
+    int L, D;
+    float *hl;       /* [L][1][D] states of the last chain forward (hidden_layers); the last layer's is the feature */
+    bool have_hl;    /* hl holds the state of the position that gave md->logits */
 } model_drafter;
 
 /* The next chunk of hist[md->len .. to) for the draft cache (at most n_batch), with the logits of position to - 1
@@ -170,13 +174,16 @@ static int md_step(model_drafter *md, fwd_req *r, int *k) {
         const int i = md->k;
         float top1, *qi = md->greedy ? NULL : t->q + (size_t)i * md->V;
         int32_t x = draft_peek(md->smp, md->greedy, md->logits, md->V, md->hist, n + i, qi, md->c->uses_conf, &top1);
-        if (md->c->keep_going(md->c, i, top1)) {
+        ctrl_feat f = {top1, md->have_hl ? md->hl + (size_t)(md->L - 1) * md->D : NULL, md->D, md->hist[n + i - 1]};
+        if (ctrl_keep(md->c, i, &f)) {
             x = draft_draw(md->smp, md->greedy, x, qi);
             t->token[i] = x;
             md->hist[n + i] = x; /* the penalty's history for the next draft step */
             md->k++;
             if (md->k < md->max) {
-                *r = (fwd_req){.seq = md->seq, .n = 1, .token = t->token + i, .want = &md->one, .logits = md->logits};
+                *r = (fwd_req){.seq = md->seq, .n = 1, .token = t->token + i, .want = &md->one, .logits = md->logits,
+                               .hidden_layers = md->c->uses_hidden ? md->hl : NULL};
+                md->have_hl = md->c->uses_hidden;
                 return 1;
             }
         }
@@ -190,6 +197,7 @@ static int md_start(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tr
     model_drafter *md = (model_drafter *)d;
     (void)err;
     md->hist = hist, md->n = n, md->max = max, md->c = c, md->t = t, md->k = 0;
+    md->have_hl = false; /* the root's logits come from the feed, whose states are not kept */
     md->phase = MD_FEED;
     t->onehot = md->tree_nodes > 0;
     return md_step(md, r, k);
@@ -238,6 +246,7 @@ static void md_free(drafter *d) {
     free(md->tpos);
     free(md->twant);
     free(md->depth);
+    free(md->hl);
     free(md);
 }
 
@@ -261,7 +270,9 @@ drafter *drafter_model_new(sd_ctx *dctx, int seq, const sd_sampler *smp, const s
     md->V = info.n_vocab;
     md->n_batch = sd_ctx_n_batch(dctx);
     md->one = 1;
-    if (!(md->twant = malloc((size_t)md->n_batch))) {
+    md->L = info.n_layer;
+    md->D = info.n_embd;
+    if (!(md->twant = malloc((size_t)md->n_batch)) || !(md->hl = malloc((size_t)md->L * md->D * sizeof(float)))) {
         md_free(&md->base);
         err_set(err, SD_ERR_NOMEM, "out of memory creating the draft model's drafter");
         return NULL;

@@ -20,7 +20,9 @@ static int ng_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tr
         for (int j = n - len - 1; j >= 0; j--) {
             if (memcmp(hist + j, pat, (size_t)len * sizeof *pat) != 0) continue;
             int k = 0;
-            while (k < max && j + len + k < n && c->keep_going(c, k, 1.0f)) {
+            while (k < max && j + len + k < n) {
+                ctrl_feat f = {1.0f, NULL, 0, k ? t->token[k - 1] : hist[n - 1]}; /* no distribution, no state */
+                if (!ctrl_keep(c, k, &f)) break;
                 t->token[k] = hist[j + len + k];
                 k++;
             }

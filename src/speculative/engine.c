@@ -43,6 +43,8 @@ sd_spec_params sd_spec_default_params(void) {
     p.swift_p_stop = 0.8f;
     p.swift_max_draft = 25;
     p.swift_stop_score = 0.95f;
+    /* SpecDec++ */
+    p.stop_threshold = 0.3f;
     return p;
 }
 

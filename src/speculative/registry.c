@@ -14,8 +14,8 @@
 #include "util/err.h"
 
 static const char *const METHOD_NAMES[] = {"none", "draft", "ngram", "early-exit", "del", "specbound", "swift"};
-static const char *const CTRL_NAMES[] = {"fixed", "conf", "fs", "dv"};
-enum { N_METHODS = 7, N_CTRLS = 4, MAX_LIST = 64 };
+static const char *const CTRL_NAMES[] = {"fixed", "conf", "fs", "dv", /* SpecDec++ */ "specdecpp"};
+enum { N_METHODS = 7, N_CTRLS = 5, MAX_LIST = 64 };
 
 enum { NO_COUNT = -1 };
 
@@ -35,8 +35,9 @@ static const spec_param PARAMS[] = {
     {{"method", "--spec", SD_PARAM_ENUM, 0, 0, false, 0, "none|draft|ngram|early-exit|del|specbound|swift", "none",
       "speculative method", SD_MASK_ANY},
      F(method), NO_COUNT, NULL},
-    {{"ctrl", "--ctrl", SD_PARAM_ENUM, 0, 0, false, 0, "fixed|conf|fs|dv", "fixed",
-      "draft length: fixed | conf (stop below p_min) | fs (+-1 per round) | dv (Draft&Verify threshold)",
+    {{"ctrl", "--ctrl", SD_PARAM_ENUM, 0, 0, false, 0, "fixed|conf|fs|dv|specdecpp", "fixed",
+      "draft length: fixed | conf (stop below p_min) | fs (+-1 per round) | dv (Draft&Verify threshold) | specdecpp "
+      "(trained acceptance head, --accept-head)",
       SD_MASK_CHAIN},
      F(ctrl), NO_COUNT, NULL},
     {{"gamma", "--gamma", SD_PARAM_INT, 1, 256, false, 0, NULL, "5", "drafts per round (fixed), initial length (fs)",
@@ -123,6 +124,10 @@ static const spec_param PARAMS[] = {
     {{"stop_score", "--opt-stop-score", SD_PARAM_FLOAT, 0, 1, true, 0, NULL, "0.95",
       "SWIFT: stop optimising once the best matchness reaches this", MM(SWIFT)},
      F(swift_stop_score), NO_COUNT, NULL},
+    /* SpecDec++ */
+    {{"stop_threshold", "--stop-threshold", SD_PARAM_FLOAT, 0, 1, false, 0, NULL, "0.3",
+      "specdecpp: stop drafting when 1 - prod(acceptance) exceeds this", MM(DRAFT) | MM(EARLY_EXIT)},
+     F(stop_threshold), NO_COUNT, NULL},
 };
 enum { N_PARAMS = (int)(sizeof PARAMS / sizeof PARAMS[0]) };
 
@@ -150,7 +155,8 @@ sd_status sd_spec_method_from_name(const char *name, sd_spec_method *out, sd_err
 
 sd_status sd_ctrl_from_name(const char *name, sd_ctrl_kind *out, sd_error *err) {
     int i = name_index(CTRL_NAMES, N_CTRLS, name);
-    if (i < 0) return err_set(err, SD_ERR_ARG, "unknown controller '%s' (fixed, conf, fs or dv)", name ? name : "(null)");
+    if (i < 0)
+        return err_set(err, SD_ERR_ARG, "unknown controller '%s' (fixed, conf, fs, dv or specdecpp)", name ? name : "(null)");
     *out = (sd_ctrl_kind)i;
     return SD_OK;
 }
@@ -414,6 +420,10 @@ sd_status registry_check_values(const sd_spec_params *sp, sd_error *err) {
         sd_status st = check_param(sp, &PARAMS[i], err);
         if (st) return st;
     }
+    if (sp->ctrl == SD_CTRL_SPECDECPP && (SD_MASK(sp->method) & SD_MASK_CHAIN) &&
+        (sp->method == SD_SPEC_NGRAM || sp->tree_nodes > 0))
+        return err_set(err, SD_ERR_ARG, "ctrl=specdecpp needs a chain drafter with hidden states (draft or early-exit), "
+                       "not %s", sp->tree_nodes > 0 ? "a token tree" : sd_spec_method_name(sp->method));
     if (sp->ngram_min > sp->ngram_max)
         return err_set(err, SD_ERR_ARG, "ngram_min=%d is larger than ngram_max=%d (n-gram sizes need min <= max)",
                        sp->ngram_min, sp->ngram_max);
@@ -448,15 +458,37 @@ static sd_status check_swift(const sd_model *target, const sd_spec_params *sp, s
     return SD_OK;
 }
 
+/* SpecDec++: the head must read the states of this drafter (the draft model's last layer, or the target's exit). */
+static sd_status check_accept_head(const sd_model *target, const sd_model *draft, const sd_spec_params *sp,
+                                   sd_error *err) {
+    if (sp->ctrl != SD_CTRL_SPECDECPP || (sp->method != SD_SPEC_DRAFT && sp->method != SD_SPEC_EARLY_EXIT))
+        return SD_OK;
+    if (!sp->accept_head)
+        return err_set(err, SD_ERR_ARG, "ctrl=specdecpp needs an acceptance head (--accept-head FILE, made by "
+                       "`specdec train accept-head`)");
+    sd_status st;
+    if (sp->method == SD_SPEC_DRAFT) {
+        if (!draft) return SD_OK; /* the method's own check names the missing draft model */
+        st = sd_accept_head_check(sp->accept_head, draft, draft->hp.n_layer, err);
+    } else {
+        int E = sp->exit_layer ? sp->exit_layer : target->hp.n_layer / 2;
+        st = sd_accept_head_check(sp->accept_head, target, E, err);
+    }
+    if (st) err_prefix(err, "--accept-head: ");
+    return st;
+}
+
 sd_status registry_check_models(const sd_model *target, const sd_model *draft, const sd_spec_params *sp,
                                 sd_error *err) {
     if (sp->exit_heads && sp->exit_heads->n_embd != target->hp.n_embd)
         return err_set(err, SD_ERR_ARG, "exit heads are for another model (n_embd %d, the target's is %d)",
                        sp->exit_heads->n_embd, target->hp.n_embd);
+    if (!draft && sp->draft_ctx) draft = sd_ctx_model(sp->draft_ctx);
+    sd_status st = check_accept_head(target, draft, sp, err);
+    if (st) return st;
     if (SD_MASK(sp->method) & SD_MASK_SELF) return check_layers(target, sp, err);
     if (sp->method == SD_SPEC_SWIFT) return check_swift(target, sp, err);
     if (sp->method != SD_SPEC_DRAFT) return SD_OK;
-    if (!draft && sp->draft_ctx) draft = sd_ctx_model(sp->draft_ctx);
     if (!draft) return err_set(err, SD_ERR_ARG, "speculative method 'draft' needs a draft model");
     return sd_vocab_compatible(target, draft, err);
 }

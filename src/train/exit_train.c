@@ -16,6 +16,7 @@
 #include "model/exit_heads.h"
 #include "model/model.h"
 #include "sample/rng.h"
+#include "train/train_common.h"
 #include "util/err.h"
 
 sd_train_params sd_train_default_params(void) {
@@ -29,12 +30,6 @@ sd_train_params sd_train_default_params(void) {
     p.seq_len = 256;
     p.seed = 1;
     return p;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 typedef struct train_data {
@@ -241,59 +236,6 @@ static void *train_worker(void *arg) {
     return NULL;
 }
 
-/* Splits the corpus into stories and tokenizes them; returns sequences (BOS + tokens, cut to seq_len). */
-static int32_t **read_stories(const sd_model *m, const char *path, int seq_len, int want_tokens, int **lens, int *n_seq,
-                              sd_error *err) {
-    char *txt = NULL;
-    if (sd_read_text_file(path, (size_t)1 << 30, &txt, NULL, err) != SD_OK) {
-        err_prefix(err, "corpus: ");
-        return NULL;
-    }
-    int32_t **seqs = NULL;
-    *lens = NULL;
-    *n_seq = 0;
-    int total = 0, cap = 0;
-    const char *sep = "<|endofstory|>";
-    int32_t *buf = malloc((size_t)(seq_len + 1) * 4 * sizeof *buf);
-    for (char *p = txt; *p && total < want_tokens && buf;) {
-        char *e = strstr(p, sep);
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        while (len > 0 && (p[0] == '\n' || p[0] == ' ')) p++, len--;
-        while (len > 0 && (p[len - 1] == '\n' || p[len - 1] == ' ')) len--;
-        if (len > (size_t)seq_len * 8) len = (size_t)seq_len * 8; /* far more text than seq_len tokens */
-        int n = 0;
-        if (len > 0) sd_tokenize(m, p, len, sd_model_add_bos(m), false, buf, seq_len, &n, NULL);
-        if (n > seq_len) n = seq_len;
-        if (n >= 2) {
-            if (*n_seq == cap) {
-                cap = cap ? cap * 2 : 64;
-                int32_t **ns = realloc(seqs, (size_t)cap * sizeof *ns);
-                int *nl = realloc(*lens, (size_t)cap * sizeof *nl);
-                if (ns) seqs = ns;
-                if (nl) *lens = nl;
-                if (!ns || !nl) break;
-            }
-            seqs[*n_seq] = malloc((size_t)n * sizeof **seqs);
-            if (!seqs[*n_seq]) break;
-            memcpy(seqs[*n_seq], buf, (size_t)n * sizeof *buf);
-            (*lens)[(*n_seq)++] = n;
-            total += n;
-        }
-        if (!e) break;
-        p = e + strlen(sep);
-    }
-    free(buf);
-    free(txt);
-    if (total < 16) {
-        for (int i = 0; i < *n_seq; i++) free(seqs[i]);
-        free(seqs);
-        free(*lens);
-        err_set(err, SD_ERR_FORMAT, "%s: too little text (%d tokens) to train on", path, total);
-        return NULL;
-    }
-    return seqs;
-}
-
 sd_status sd_train_exit_heads(const sd_model *m, const sd_train_params *tp_in, sd_exit_heads **out,
                               sd_train_report *rep, sd_error *err) {
     if (!m || !tp_in || !out || !tp_in->corpus_path) return err_set(err, SD_ERR_ARG, "sd_train_exit_heads: NULL argument");
@@ -322,7 +264,7 @@ sd_status sd_train_exit_heads(const sd_model *m, const sd_train_params *tp_in, s
         tp.n_train_tokens = (int)(tp.n_train_tokens * f);
         tp.n_heldout_tokens = (int)(tp.n_heldout_tokens * f) > 0 ? (int)(tp.n_heldout_tokens * f) : 1;
     }
-    double t0 = now_s();
+    double t0 = train_now_s();
     sd_ctx_params cp = sd_ctx_default_params();
     if (tp.seq_len > m->hp.n_ctx_train) tp.seq_len = m->hp.n_ctx_train;
     cp.n_ctx = tp.seq_len;
@@ -332,7 +274,7 @@ sd_status sd_train_exit_heads(const sd_model *m, const sd_train_params *tp_in, s
     sd_status st = sd_ctx_new(m, &cp, &ctx, err);
     if (st) return st;
     int *lens = NULL, n_seq = 0;
-    int32_t **seqs = read_stories(m, tp.corpus_path, tp.seq_len,
+    int32_t **seqs = train_read_stories(m, tp.corpus_path, tp.seq_len,
                                   tp.n_train_tokens + tp.n_heldout_tokens + tp.n_heldout_tokens / 2 + tp.seq_len, &lens,
                                   &n_seq, err);
     if (!seqs) {
@@ -396,7 +338,7 @@ sd_status sd_train_exit_heads(const sd_model *m, const sd_train_params *tp_in, s
     rep->n_train = td.n_train;
     rep->n_heldout = td.n_pos - td.n_train - td.n_val;
     rep->n_layer = L;
-    say(&sh, "cached in %.1f s; training %d depths (%d epochs, batch %d, lr %g)", now_s() - t0, n_dep, tp.epochs, tp.batch,
+    say(&sh, "cached in %.1f s; training %d depths (%d epochs, batch %d, lr %g)", train_now_s() - t0, n_dep, tp.epochs, tp.batch,
         tp.lr);
     /* phase 2: depths in parallel */
     {
@@ -411,12 +353,10 @@ sd_status sd_train_exit_heads(const sd_model *m, const sd_train_params *tp_in, s
     }
     for (int di = 0; di < n_dep; di++)
         if (!exit_heads_has(heads, dep_all[di])) st = err_set(err, SD_ERR_NOMEM, "out of memory training depth %d", dep_all[di]);
-    rep->seconds = now_s() - t0;
+    rep->seconds = train_now_s() - t0;
 done:
     pthread_mutex_destroy(&sh.mu);
-    for (int i = 0; i < n_seq; i++) free(seqs[i]);
-    free(seqs);
-    free(lens);
+    train_free_stories(seqs, lens, n_seq);
     free(td.h);
     free(td.p);
     free(td.top);

@@ -206,6 +206,7 @@ static bool read_spec(const cJSON *root, const sv_defaults *def, sv_request *r, 
     p.draft_ctx = p.method == SD_SPEC_DRAFT ? def->dctx : NULL;
     p.exit_heads = def->heads;
     p.swift_state = p.method == SD_SPEC_SWIFT ? def->swift : NULL;
+    p.accept_head = def->accept_head; /* SpecDec++ */
     if (sd_spec_check(def->model, def->dmodel, &p, &se) != SD_OK || sd_spec_check_ctx(def->ctx, &p, &se) != SD_OK)
         return BAD(e, "speculative", "speculative: %s", se.msg);
     r->spec = p;

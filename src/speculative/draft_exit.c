@@ -120,6 +120,7 @@ static int ex_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tr
         float top1, *qk = ex->greedy ? NULL : t->q + (size_t)k * ex->V;
         int32_t nx = draft_peek(ex->smp, ex->greedy, ex->logits, ex->V, hist, n + k, qk, c->uses_conf, &top1);
         if (!c->keep_going(c, k, top1)) break;
+        draft_tree_keep_logits(t, k, ex->logits, ex->V);
         nx = draft_draw(ex->smp, ex->greedy, nx, qk);
         t->token[k] = nx;
         hist[n + k] = nx;

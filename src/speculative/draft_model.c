@@ -171,6 +171,7 @@ static int md_step(model_drafter *md, fwd_req *r, int *k) {
         float top1, *qi = md->greedy ? NULL : t->q + (size_t)i * md->V;
         int32_t x = draft_peek(md->smp, md->greedy, md->logits, md->V, md->hist, n + i, qi, md->c->uses_conf, &top1);
         if (md->c->keep_going(md->c, i, top1)) {
+            draft_tree_keep_logits(t, i, md->logits, md->V);
             x = draft_draw(md->smp, md->greedy, x, qi);
             t->token[i] = x;
             md->hist[n + i] = x; /* the penalty's history for the next draft step */

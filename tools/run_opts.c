@@ -33,6 +33,7 @@ int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
                 IS("--repeat-last-n", "--repeat-last-n") || IS("--draft-model", "--draft-model") ||
                 IS("--draft-type", "--draft-type") || IS("--exit-heads", "--exit-heads") || IS("-s", "--seed") ||
                 IS("-t", "--threads") || IS("-c", "--ctx-size") || IS("-b", "--batch-size") ||
+                IS("--companion", "--sv-profile") || IS("--sv-latency", "--sv-latency") ||
                 (a[0] == '-' && a[1] == '-' && sd_spec_param_find(a));
     if (!mine) return 0;
     if (!v) {
@@ -46,6 +47,9 @@ int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
     else if (IS("--draft-model", "--draft-model")) o->draft_path = v;
     else if (IS("--draft-type", "--draft-type")) o->draft_type = v;
     else if (IS("--exit-heads", "--exit-heads")) o->heads_path = v;
+    else if (IS("--companion", "--companion")) o->companion_path = v;
+    else if (IS("--sv-profile", "--sv-profile")) o->sv_profile_path = v;
+    else if (IS("--sv-latency", "--sv-latency")) o->sv_latency_path = v;
     else if (IS("-n", "--n-predict")) ok = cli_int(a, v, -1, 1 << 24, &o->n_predict);
     else if (IS("--temp", "--temperature")) ok = cli_float(a, v, 0, 1e6, &o->sp.temp);
     else if (IS("--top-k", "--top-k")) ok = cli_int(a, v, 0, 1 << 30, &o->sp.top_k);
@@ -112,6 +116,11 @@ void run_opts_help(FILE *f) {
             "                          file itself as a q4_0 self-draft)\n"
             "      --exit-heads FILE   trained exit heads (specdec train exit-heads) instead of the shared LM head\n"
             "                          (early-exit, del, specbound)\n"
+            "      --companion FILE    Speculative Verification (--verify sv): the companion model (the target's\n"
+            "                          vocabulary); or --companion-exit E alone: the target's first E layers\n"
+            "      --sv-profile FILE   the SV profile of this target (specdec profile sv)\n"
+            "      --sv-latency FILE   SV's latency table T(n, b): read when it is this model's and thread count's,\n"
+            "                          else measured and written there (default: measured at start-up)\n"
             "  method parameters (the same keys as bench spec --methods and the library's sd_spec_set;\n"
             "  lists take ',' between values):\n");
     cli_spec_help(f, false);
@@ -197,6 +206,10 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
         }
         o->spec.draft_ctx = env->dctx;
     }
+    if ((o->companion_path || o->sv_profile_path || o->sv_latency_path || o->spec.companion_exit > 0 ||
+         o->spec.verify == SD_VERIFY_SV) &&
+        !sv_env_open(&env->sv, &o->spec, o->sv_profile_path, o->companion_path, o->sv_latency_path, env->model, env->ctx))
+        return false;
     if (sd_spec_check_ctx(env->ctx, &o->spec, &err) != SD_OK) { /* the context's limits (n_batch) */
         cli_spec_error("", err.msg, true);
         return false;
@@ -205,6 +218,7 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
 }
 
 void run_env_free(run_env *env) {
+    sv_env_free(&env->sv);
     sd_ctx_free(env->dctx);
     sd_ctx_free(env->ctx);
     sd_exit_heads_free(env->heads);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "specdec.h"
+#include "sv_opts.h"
 
 typedef struct run_opts {
     const char *model_path, *tok_path, *draft_path, *draft_type, *heads_path;
@@ -17,6 +18,8 @@ typedef struct run_opts {
     sd_sampler_params sp;
     sd_ctx_params cp;
     sd_spec_params spec;
+    /* SV: --companion, --sv-profile, --sv-latency */
+    const char *companion_path, *sv_profile_path, *sv_latency_path;
 } run_opts;
 
 typedef struct run_env {
@@ -24,6 +27,7 @@ typedef struct run_env {
     sd_ctx *ctx, *dctx;
     sd_exit_heads *heads;
     sd_model_info info;
+    sv_env sv; /* SV's companion, profile and latency table */
 } run_env;
 
 void run_opts_init(run_opts *o);

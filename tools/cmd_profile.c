@@ -1,0 +1,205 @@
+/* specdec profile sv: Speculative Verification's profile of a target (methods.md 6) — speculative decoding without
+ * SV over a prompt set, recording (S, A, accepted?) for every drafted token whose acceptance was decided; then the
+ * equal-count bins, the table beta(S, A), the entropy of acceptance and its reduction given (S, A), written as JSON. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat.h"
+#include "cli_args.h"
+#include "cmds.h"
+#include "jsonl.h"
+#include "out_file.h"
+#include "run_opts.h"
+#include "specdec.h"
+#include "sv_opts.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: specdec profile sv -m TARGET (--draft-model D | --spec early-exit --exit-layer E ...)\n"
+            "                          (--companion C | --companion-exit E) --prompts FILE.jsonl --out PROFILE.json\n"
+            "                          [-n N] [--s-bins 10..30] [--a-bins 10..20] [options]\n"
+            "Runs speculative decoding without SV over the prompts (the first turn of each; greedy unless --temp),\n"
+            "records for every drafted token whose acceptance was decided (the accepted ones and the first rejected\n"
+            "of a round) its indicators S = sum_v min(P_d(v), P_c(v)) and A = min(1, P_c(x)/P_d(x)), builds\n"
+            "equal-count bins (--s-bins, default 20; --a-bins, default 10) and beta(S, A) = the mean acceptance per\n"
+            "bin, prints the entropy of acceptance and its reduction given (S, A), and writes the profile (tied to\n"
+            "this target) for --verify sv --sv-profile FILE.\n"
+            "  --prompts FILE     Spec-Bench JSONL prompts (required)\n"
+            "  --out FILE         the profile (required)\n"
+            "  --limit N          the first N prompts only\n"
+            "options as `specdec generate` (model, draft, sampling, method, engine):\n");
+    run_opts_help(f);
+}
+
+typedef struct recs {
+    int n, cap;
+    float *s, *a;
+    uint8_t *acc;
+    bool oom;
+} recs;
+
+static void record(float s, float a, bool accepted, void *user) {
+    recs *r = user;
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 4096;
+        float *s2 = realloc(r->s, (size_t)cap * sizeof *s2);
+        if (s2) r->s = s2;
+        float *a2 = realloc(r->a, (size_t)cap * sizeof *a2);
+        if (a2) r->a = a2;
+        uint8_t *c2 = realloc(r->acc, (size_t)cap);
+        if (c2) r->acc = c2;
+        if (!s2 || !a2 || !c2) {
+            r->oom = true;
+            return;
+        }
+        r->cap = cap;
+    }
+    r->s[r->n] = s, r->a[r->n] = a, r->acc[r->n] = accepted, r->n++;
+}
+
+int cmd_profile(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "sv")) {
+        if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+            usage(stdout);
+            return 0;
+        }
+        fprintf(stderr, "error: specdec profile needs a kind: sv (see specdec profile sv --help)\n");
+        return 2;
+    }
+    argc--, argv++;
+    run_opts o;
+    run_opts_init(&o);
+    o.sp.temp = 0; /* greedy unless --temp */
+    const char *prompts = NULL, *out_path = NULL;
+    int limit = 0, n_s = 20, n_a = 10;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        int t = run_opts_take(&o, argc, argv, &i);
+        if (t < 0) return 2;
+        if (t > 0) continue;
+        static const char *const own[] = {"--prompts", "--out", "--limit", "--s-bins", "--a-bins", NULL};
+        const char *v = run_opts_own(argc, argv, &i, own, "profile sv");
+        if (!v) return 2;
+        if (!strcmp(a, "--prompts")) prompts = v;
+        else if (!strcmp(a, "--out")) out_path = v;
+        else if (!strcmp(a, "--limit") && !cli_int(a, v, 1, 1 << 30, &limit)) return 2;
+        else if (!strcmp(a, "--s-bins") && !cli_int(a, v, 10, 30, &n_s)) return 2;
+        else if (!strcmp(a, "--a-bins") && !cli_int(a, v, 10, 20, &n_a)) return 2;
+    }
+    if (!o.model_path || !prompts || !out_path) {
+        fprintf(stderr, "error: specdec profile sv needs -m TARGET, --prompts FILE.jsonl and --out PROFILE.json\n");
+        return 2;
+    }
+    if (o.draft_path && o.spec.method == SD_SPEC_NONE) o.spec.method = SD_SPEC_DRAFT;
+    if (o.spec.method == SD_SPEC_NONE) {
+        fprintf(stderr, "error: profile sv needs a drafter (--draft-model FILE, or --spec early-exit ...)\n");
+        return 2;
+    }
+    if (!o.companion_path && o.spec.companion_exit == 0) {
+        fprintf(stderr, "error: profile sv needs a companion (--companion FILE or --companion-exit E)\n");
+        return 2;
+    }
+    if (o.spec.verify == SD_VERIFY_SV || o.sv_profile_path) {
+        fprintf(stderr, "error: profile sv runs speculative decoding without SV (no --verify sv / --sv-profile)\n");
+        return 2;
+    }
+    if (!out_check(out_path, "--out")) return 1;
+    char jerr[256];
+    jl_question *qs = NULL;
+    int n_q = jl_load(prompts, &qs, jerr, sizeof jerr);
+    if (n_q < 0) {
+        fprintf(stderr, "error: %s\n", jerr);
+        return 1;
+    }
+    const int n_loaded = n_q;
+    if (limit && limit < n_q) n_q = limit;
+    int rc = 1;
+    run_env env;
+    memset(&env, 0, sizeof env);
+    recs r = {0};
+    int32_t *toks = NULL;
+    sd_sv_profile *prof = NULL;
+    if (n_q == 0) {
+        fprintf(stderr, "error: %s holds no prompts\n", prompts);
+        goto done;
+    }
+    if (!run_env_open(&o, 1, &env)) goto done;
+    o.spec.sv_record_cb = record;
+    o.spec.sv_record_user = &r;
+    const tpl_kind tpl = chat_detect(env.model);
+    const int n_ctx = sd_ctx_n_ctx(env.ctx);
+    if (!(toks = malloc((size_t)n_ctx * sizeof *toks))) goto done;
+    sd_error err = {0};
+    sd_spec_stats tot = {0};
+    for (int q = 0; q < n_q; q++) {
+        char *txt = chat_turn_text(tpl, qs[q].n_turns ? qs[q].turns[0] : "", true);
+        int n_tok = 0;
+        sd_session_params sp = sd_session_default_params();
+        sp.sampling = o.sp;
+        sp.spec = o.spec;
+        sp.n_predict = o.n_predict;
+        sp.ignore_eos = o.ignore_eos;
+        sd_session *s = NULL;
+        sd_status st = txt ? sd_tokenize(env.model, txt, strlen(txt), !o.no_bos && sd_model_add_bos(env.model), true,
+                                         toks, n_ctx, &n_tok, &err)
+                           : SD_ERR_NOMEM;
+        free(txt);
+        if (!st) st = sd_session_new(env.ctx, &sp, &s, &err);
+        if (!st) st = sd_session_set_prompt(s, toks, n_tok, &err);
+        while (!st && !sd_session_done(s)) st = sd_session_step(s, &err);
+        if (st) {
+            fprintf(stderr, "error: prompt %s: %s\n", qs[q].id, err.msg);
+            sd_session_free(s);
+            goto done;
+        }
+        sd_spec_stats x;
+        sd_session_stats(s, &x);
+        tot.n_gen += x.n_gen, tot.n_rounds += x.n_rounds, tot.n_drafted += x.n_drafted, tot.n_accepted += x.n_accepted;
+        tot.t_companion_s += x.t_companion_s;
+        sd_session_free(s);
+    }
+    if (r.oom) {
+        fprintf(stderr, "error: out of memory recording the drafted tokens\n");
+        goto done;
+    }
+    sd_sv_profile_info info;
+    if (sd_sv_profile_build(env.model, r.s, r.a, r.acc, r.n, n_s, n_a, &prof, &info, &err) != SD_OK) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        goto done;
+    }
+    sd_sv_profile_desc d;
+    sd_sv_profile_get(prof, &d);
+    printf("profile sv: %d prompts, %d tokens generated in %d rounds (tau %.2f), %d drafted, %d accepted "
+           "(acceptance %.1f%%)\n",
+           n_q, tot.n_gen, tot.n_rounds, tot.n_rounds ? (double)tot.n_gen / tot.n_rounds : 0.0, tot.n_drafted,
+           tot.n_accepted, tot.n_drafted ? 100.0 * tot.n_accepted / tot.n_drafted : 0.0);
+    printf("records: %d drafted tokens with a decided acceptance, %d accepted (%.1f%%); bins %d (S) x %d (A)\n",
+           info.n_records, info.n_accepted, 100.0 * info.n_accepted / info.n_records, d.n_s, d.n_a);
+    printf("entropy of acceptance %.4f bits; given (S, A) %.4f bits; information gain %.4f bits = %.1f%% reduction\n",
+           info.h_accept, info.h_given, info.h_accept - info.h_given, 100.0 * info.info_gain);
+    printf("companion time %.3f s\n", tot.t_companion_s);
+    const char *draft = o.draft_path ? o.draft_path : sd_spec_method_name(o.spec.method);
+    char comp[512];
+    if (o.companion_path && o.spec.companion_exit)
+        snprintf(comp, sizeof comp, "%s, first %d layers", o.companion_path, o.spec.companion_exit);
+    else if (o.companion_path) snprintf(comp, sizeof comp, "%s", o.companion_path);
+    else snprintf(comp, sizeof comp, "the target's first %d layers", o.spec.companion_exit);
+    char dr[512];
+    if (o.spec.method == SD_SPEC_EARLY_EXIT) snprintf(dr, sizeof dr, "early-exit E=%d", o.spec.exit_layer);
+    else snprintf(dr, sizeof dr, "%s", draft);
+    if (!sv_profile_write_json(out_path, prof, &info, o.model_path, dr, comp)) goto done;
+    fprintf(stderr, "profile written to %s\n", out_path);
+    rc = 0;
+done:
+    sd_sv_profile_free(prof);
+    free(r.s), free(r.a), free(r.acc);
+    free(toks);
+    run_env_free(&env);
+    jl_free(qs, n_loaded);
+    return rc;
+}

@@ -13,6 +13,7 @@
 #include "jsonl.h"
 #include "out_file.h"
 #include "specdec.h"
+#include "sv_opts.h"
 
 enum { MAX_METHODS = 64, MAX_CATS = 32 };
 
@@ -44,6 +45,9 @@ static void usage(FILE *f) {
     cli_spec_help(f, true);
     fprintf(f,
             "  --draft-model FILE     draft model for 'draft' methods; --draft-type TYPE converts it at load\n"
+            "  --companion FILE       SV's companion for methods with verify=sv (or their companion_exit=E alone)\n"
+            "  --sv-profile FILE      SV's profile of this target (specdec profile sv); one for every method\n"
+            "  --sv-latency FILE      SV's latency table cache (default: measured at start-up)\n"
             "  --exit-heads FILE      trained exit heads, used by methods with heads=yes\n"
             "  -n N                   tokens per turn (default 128; cut to fit the context)\n"
             "  --limit N              use the first N questions only; --per-category N: the first N of each category\n"
@@ -157,6 +161,8 @@ static bool write_svg(const char *path, const char cats[][64], int n_cats, const
 int cmd_bench_spec(int argc, char **argv) {
     const char *model_path = NULL, *prompts = NULL, *methods_s = "plain,ngram", *draft_path = NULL, *draft_type = NULL;
     const char *json = NULL, *md = NULL, *plot = NULL, *heads_path = NULL;
+    const char *companion_path = NULL, *sv_profile_path = NULL, *sv_latency_path = NULL; /* SV */
+    sv_env sv = {0};
     sd_exit_heads *heads = NULL;
     int n_predict = 128, limit = 0, sample = 0;
     bool ignore_eos = false;
@@ -178,6 +184,9 @@ int cmd_bench_spec(int argc, char **argv) {
         else if (!strcmp(a, "--draft-model")) draft_path = v;
         else if (!strcmp(a, "--draft-type")) draft_type = v;
         else if (!strcmp(a, "--exit-heads")) heads_path = v;
+        else if (!strcmp(a, "--companion")) companion_path = v;
+        else if (!strcmp(a, "--sv-profile")) sv_profile_path = v;
+        else if (!strcmp(a, "--sv-latency")) sv_latency_path = v;
         else if (!strcmp(a, "--json")) json = v;
         else if (!strcmp(a, "--md")) md = v;
         else if (!strcmp(a, "--plot")) plot = v;
@@ -295,6 +304,12 @@ int cmd_bench_spec(int argc, char **argv) {
         }
         for (int m = 0; m < n_m; m++)
             if (ms[m].use_heads) ms[m].sp.exit_heads = heads;
+    }
+    { /* SV: the companion, profile and latency table every method shares */
+        sd_spec_params sps[MAX_METHODS];
+        for (int m = 0; m < n_m; m++) sps[m] = ms[m].sp;
+        if (!sv_env_for_methods(&sv, sps, n_m, sv_profile_path, companion_path, sv_latency_path, model, ctx)) goto done;
+        for (int m = 0; m < n_m; m++) ms[m].sp = sps[m];
     }
     for (int m = 1; m < n_m; m++) { /* every method against the model(s) and the context before any run */
         if (sd_spec_check_ctx(ctx, &ms[m].sp, &err) != SD_OK) {
@@ -499,6 +514,7 @@ int cmd_bench_spec(int argc, char **argv) {
     if (plot && n_m > 1 && !write_svg(plot, (const char(*)[64])cats, n_cats, ms, n_m, SP)) goto done;
     rc = mismatched ? 3 : 0;
 done:
+    sv_env_free(&sv);
     free(qcat);
     sd_exit_heads_free(heads);
     free(answers);

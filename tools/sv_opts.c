@@ -222,6 +222,23 @@ bool sv_env_open(sv_env *e, sd_spec_params *sp, const char *profile_path, const 
     return true;
 }
 
+bool sv_env_for_methods(sv_env *e, sd_spec_params *ms, int n_m, const char *profile_path, const char *companion_path,
+                        const char *latency_path, sd_model *target, sd_ctx *tctx) {
+    int need = -1;
+    for (int m = 0; m < n_m && need < 0; m++)
+        if (ms[m].verify == SD_VERIFY_SV || ms[m].companion_exit > 0) need = m;
+    if (!e->cctx && !e->profile && !e->lat && (need >= 0 || profile_path || companion_path || latency_path)) {
+        sd_spec_params t = need >= 0 ? ms[need] : ms[0];
+        if (!sv_env_open(e, &t, profile_path, companion_path, latency_path, target, tctx)) return false;
+    }
+    for (int m = 0; m < n_m; m++) {
+        ms[m].companion_ctx = e->cctx;
+        ms[m].sv_profile = e->profile;
+        ms[m].sv_latency = e->lat;
+    }
+    return true;
+}
+
 void sv_env_free(sv_env *e) {
     sd_ctx_free(e->cctx);
     sd_model_free(e->cmodel);

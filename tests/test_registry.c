@@ -17,6 +17,7 @@ static bool same_params(const sd_spec_params *a, const sd_spec_params *b) {
               a->del_every == b->del_every && a->sb_tau == b->sb_tau && a->sb_alpha == b->sb_alpha &&
               a->sb_depth == b->sb_depth && a->sb_width == b->sb_width && a->tree_nodes == b->tree_nodes &&
               a->n_tree_conf == b->n_tree_conf && a->exit_heads == b->exit_heads && a->draft_ctx == b->draft_ctx;
+    eq = eq && a->verify == b->verify && a->companion_exit == b->companion_exit; /* SV */
     eq = eq && !memcmp(a->del_layers, b->del_layers, sizeof a->del_layers) &&
          !memcmp(a->tree_topk, b->tree_topk, sizeof a->tree_topk) &&
          !memcmp(a->tree_conf, b->tree_conf, sizeof a->tree_conf);
@@ -34,6 +35,7 @@ static sd_spec_params perturbed(void) {
     for (int i = 0; i < 8; i++) p.tree_topk[i] = 60 - i;
     for (int i = 0; i < 7; i++) p.tree_conf[i] = 0.01f * (float)(i + 1);
     p.n_tree_conf = 7;
+    p.verify = SD_VERIFY_SV, p.companion_exit = 5; /* SV */
     return p;
 }
 
@@ -79,7 +81,9 @@ static void defaults_match(void) {
         else if (!strcmp(k, "tree_conf")) {
             memcpy(want.tree_conf, def.tree_conf, sizeof want.tree_conf);
             want.n_tree_conf = def.n_tree_conf;
-        } else CHECK(0, "registry key %s is not known to this test (add it)", k);
+        } else if (!strcmp(k, "verify")) want.verify = def.verify; /* SV */
+        else if (!strcmp(k, "companion_exit")) want.companion_exit = def.companion_exit;
+        else CHECK(0, "registry key %s is not known to this test (add it)", k);
         CHECK(same_params(&sp, &want), "%s: default text '%s' does not give sd_spec_default_params()'s value",
               k, in->def);
     }

@@ -183,17 +183,16 @@ static bool latency_open(sv_env *e, const sd_spec_params *sp, const char *path, 
 
 bool sv_env_open(sv_env *e, sd_spec_params *sp, const char *profile_path, const char *companion_path,
                  const char *latency_path, sd_model *target, sd_ctx *tctx) {
-    memset(e, 0, sizeof *e);
     sd_error err = {0};
     char msg[768];
-    if (profile_path) {
+    if (profile_path && !e->profile) {
         if (!sv_profile_read_json(profile_path, target, &e->profile, msg, sizeof msg)) {
             fprintf(stderr, "error: %s\n", msg);
             return false;
         }
         sp->sv_profile = e->profile;
     }
-    if (companion_path || sp->companion_exit > 0) {
+    if ((companion_path || sp->companion_exit > 0) && !e->cctx) {
         const sd_model *cm = target;
         if (companion_path) {
             if (sd_model_load(companion_path, NULL, &e->cmodel, &err) != SD_OK) {
@@ -215,10 +214,12 @@ bool sv_env_open(sv_env *e, sd_spec_params *sp, const char *profile_path, const 
         fprintf(stderr, "sv: companion %s%s", companion_path ? companion_path : "the target", sp->companion_exit ? "" : "\n");
         if (sp->companion_exit) fprintf(stderr, ", its first %d layers\n", sp->companion_exit);
     }
-    if (sp->verify == SD_VERIFY_SV || latency_path || profile_path) {
-        if (!latency_open(e, sp, latency_path, target, tctx)) return false;
-        sp->sv_latency = e->lat;
-    }
+    if ((sp->verify == SD_VERIFY_SV || latency_path || profile_path) && !e->lat &&
+        !latency_open(e, sp, latency_path, target, tctx))
+        return false;
+    sp->sv_profile = e->profile;
+    sp->companion_ctx = e->cctx;
+    sp->sv_latency = e->lat;
     return true;
 }
 
@@ -227,7 +228,7 @@ bool sv_env_for_methods(sv_env *e, sd_spec_params *ms, int n_m, const char *prof
     int need = -1;
     for (int m = 0; m < n_m && need < 0; m++)
         if (ms[m].verify == SD_VERIFY_SV || ms[m].companion_exit > 0) need = m;
-    if (!e->cctx && !e->profile && !e->lat && (need >= 0 || profile_path || companion_path || latency_path)) {
+    if (need >= 0 || profile_path || companion_path || latency_path) { /* what is open already stays */
         sd_spec_params t = need >= 0 ? ms[need] : ms[0];
         if (!sv_env_open(e, &t, profile_path, companion_path, latency_path, target, tctx)) return false;
     }

@@ -52,7 +52,10 @@ class SpecParams(ctypes.Structure):
                 ("del_layers", c_int * 64), ("del_n_layers", c_int), ("del_every", c_int), ("sb_tau", c_float),
                 ("sb_alpha", c_float), ("sb_depth", c_int), ("sb_width", c_int), ("tree_nodes", c_int),
                 ("tree_topk", c_int * 8), ("tree_conf", c_float * 7), ("n_tree_conf", c_int),
-                ("round_cb", c_void_p), ("round_user", c_void_p)]
+                ("round_cb", c_void_p), ("round_user", c_void_p),
+                # Speculative Verification (SV)
+                ("verify", c_int), ("companion_ctx", c_void_p), ("companion_exit", c_int), ("sv_profile", c_void_p),
+                ("sv_latency", c_void_p), ("sv_record_cb", c_void_p), ("sv_record_user", c_void_p)]
 
 
 class SessionParams(ctypes.Structure):
@@ -66,7 +69,8 @@ class SpecStats(ctypes.Structure):
     _fields_ = [("n_prompt", c_int), ("n_gen", c_int), ("n_rounds", c_int), ("n_drafted", c_int),
                 ("n_accepted", c_int), ("n_branch_rounds", c_int), ("t_prompt_s", c_double), ("t_gen_s", c_double),
                 ("t_draft_s", c_double), ("t_verify_s", c_double), ("t_aux_s", c_double),
-                ("layer_passes", c_uint64), ("mean_exit", c_double), ("mean_gamma", c_double)]
+                ("layer_passes", c_uint64), ("mean_exit", c_double), ("mean_gamma", c_double),
+                ("n_verified", c_int), ("t_companion_s", c_double)]
 
 
 class Detok(ctypes.Structure):

@@ -36,9 +36,14 @@ static void selection_bruteforce(void) {
         enum { NM = 6 };
         const int n_max = 6, bs[3] = {1, 2, 4};
         double t[3 * (NM + 1)];
-        for (int r = 0; r < 3; r++) { /* increasing in n; some flat starts, some steep */
+        for (int r = 0; r < 3; r++) { /* increasing in n; some flat starts, some steep, some steps (non-concave) */
             double c = 1e-3 * (1 + urand()) * bs[r];
-            for (int n = 0; n <= n_max; n++) t[r * (n_max + 1) + n] = c += 1e-4 * urand() * urand() * 10 * (n > 2 ? 3 : 0.2);
+            const int step = 1 + (int)(urand() * 4);
+            for (int n = 0; n <= n_max; n++) {
+                if (trial % 2) c += 1e-4 * urand() * urand() * 10 * (n > 2 ? 3 : 0.2);
+                else if (n == step) c *= 1.2 + urand();
+                t[r * (n_max + 1) + n] = c;
+            }
         }
         sd_sv_latency *l = NULL;
         if (sd_sv_latency_new(n_max, bs, 3, t, &l, NULL)) {
@@ -213,6 +218,7 @@ static void record(float s, float a, bool accepted, void *user) {
 }
 
 /* Runs P sessions (alone, or through one scheduler) with params sp; returns the outputs and summed stats. */
+static float g_temp = 0; /* the runs' temperature */
 static bool run(sd_ctx *ct, const sd_spec_params *sp, bool batched, int32_t out[P][N_PRED], sd_spec_stats *sum) {
     sd_session *ss[P] = {0};
     sd_sched *sc = NULL;
@@ -222,7 +228,8 @@ static bool run(sd_ctx *ct, const sd_spec_params *sp, bool batched, int32_t out[
     for (int i = 0; i < P && !st; i++) {
         sd_session_params p = sd_session_default_params();
         p.seq = batched ? i : 0;
-        p.sampling.temp = 0;
+        p.sampling.temp = g_temp;
+        p.sampling.seed = 1234 + (uint64_t)i;
         p.spec = *sp;
         p.n_predict = N_PRED;
         p.ignore_eos = true;
@@ -238,7 +245,7 @@ static bool run(sd_ctx *ct, const sd_spec_params *sp, bool batched, int32_t out[
             sd_spec_stats x;
             sd_session_stats(ss[i], &x);
             sum->n_drafted += x.n_drafted, sum->n_verified += x.n_verified, sum->n_accepted += x.n_accepted;
-            sum->n_rounds += x.n_rounds;
+            sum->n_rounds += x.n_rounds, sum->n_gen += x.n_gen;
             sd_session_free(ss[i]);
             ss[i] = NULL;
         }
@@ -250,7 +257,7 @@ static bool run(sd_ctx *ct, const sd_spec_params *sp, bool batched, int32_t out[
         sd_spec_stats x;
         sd_session_stats(ss[i], &x);
         sum->n_drafted += x.n_drafted, sum->n_verified += x.n_verified, sum->n_accepted += x.n_accepted;
-        sum->n_rounds += x.n_rounds;
+        sum->n_rounds += x.n_rounds, sum->n_gen += x.n_gen;
     }
     for (int i = 0; i < P; i++) sd_session_free(ss[i]);
     sd_sched_free(sc);
@@ -303,6 +310,14 @@ static void greedy_equivalence(sd_model *tm, sd_model *dm, sd_model *cm) {
             if (c < 2) CHECK(st.n_verified < st.n_drafted, "%s: SV dropped nothing (%d of %d)", names[c],
                              st.n_verified, st.n_drafted);
         }
+        /* sampling: SV runs (q and the companion through the sampler's processing), every sequence completes */
+        g_temp = 0.8f;
+        for (int batched = 0; batched < 2; batched++) {
+            bool ok = run(ct, &sp, batched, got, &st);
+            CHECK(ok && st.n_gen == P * N_PRED && st.n_verified <= st.n_drafted && st.n_rounds > 0, "%s, sampling%s", names[c],
+                  batched ? ", batched" : "");
+        }
+        g_temp = 0;
         sd_sv_profile_free(prof);
         free(r);
     }

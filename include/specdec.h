@@ -586,7 +586,9 @@ void sd_sched_free(sd_sched *sc);
  * A profile maps (S, A) to beta = the probability that the token is accepted given the ones before it were
  * (equal-count bins of S and of A, measured with sd_spec_params.sv_record_cb); E[n] = sum_{i<=n} prod_{j<=i} beta_j;
  * the verified prefix n maximises (E[n] + 1) / T(n) (batch: every sequence verifies >= 1 drafted token; tokens are
- * added greedily by expected accepted tokens and the best total is kept). */
+ * added greedily by expected accepted tokens and the best total is kept). Lossless: greedy output is plain greedy
+ * output, sampling keeps the target's distribution; but with SV the sampled draws of a seed are not reproducible (the
+ * verified lengths follow measured timings, and in a scheduler the batch). */
 enum { SD_VERIFY_ALL = 0, SD_VERIFY_SV = 1 };
 enum { SD_SV_MAX_BINS = 64 };
 

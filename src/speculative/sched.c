@@ -1,7 +1,8 @@
 /* sched: continuous batching. The scheduler holds the live sessions (added and removed between steps). A step:
  *  1. sessions that are decoding start a round, in turn from a rotating start, while their largest possible block
  *     fits the token budget (a round is never cut short for the batch's sake, so a session's rounds — and its
- *     sampled tokens — are the same as when it runs alone; one that does not fit waits);
+ *     sampled tokens — are the same as when it runs alone; one that does not fit waits; SV sessions are the
+ *     exception by design: their verified lengths are chosen over the batch in 3b);
  *  2. sessions still prefilling get prompt chunks from what the rounds left (at least a quarter of the budget is
  *     kept for them when any wait);
  *  3. drafting: the separate draft models' forwards of all sessions run merged per draft context, step after step,

@@ -287,6 +287,9 @@ expect_err "corrupt sv profile" "corrupt JSON" generate -m "$MEE" --spec draft -
 sed 's/"beta"/"betta"/' "$SVP" >"$SVL"
 expect_err "sv profile without beta" "beta" generate -m "$MEE" --spec draft --draft-model "$M260" --companion "$MPL" --verify sv --sv-profile "$SVL" -p hi
 expect_err "sv latency file not ours" "not an SV latency" generate -m "$MEE" --spec draft --draft-model "$M260" --companion "$MPL" --verify sv --sv-profile "$SVP" --sv-latency "$SVP" -p hi
+$CLI profile sv -m "$MEE" --draft-model "$M260" --companion "$MPL" --prompts "$SD" --limit 2 -n 16 -t 1 --eval "$SVP" >"$out" 2>"$err"
+[ $? -eq 0 ] && grep -q "held-out information gain" "$out" && ok || bad "profile sv --eval: $(cat "$out" "$err")"
+expect_err "profile sv --eval for another target" "another target" profile sv -m "$MPL" --draft-model "$M260" --companion "$MPL" --prompts "$SD" --limit 1 -n 4 --eval "$SVP"
 expect_err "profile sv without a companion" "companion" profile sv -m "$MEE" --draft-model "$M260" --prompts "$SD" --out "$SVL"
 expect_err "profile without sv" "sv" profile -m "$MEE"
 rm -f "$SVP" "$SVL"

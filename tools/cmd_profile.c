@@ -1,6 +1,7 @@
 /* specdec profile sv: Speculative Verification's profile of a target (methods.md 6) — speculative decoding without
  * SV over a prompt set, recording (S, A, accepted?) for every drafted token whose acceptance was decided; then the
  * equal-count bins, the table beta(S, A), the entropy of acceptance and its reduction given (S, A), written as JSON. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,8 @@ static void usage(FILE *f) {
             "  --prompts FILE     Spec-Bench JSONL prompts (required)\n"
             "  --out FILE         the profile (required)\n"
             "  --limit N          the first N prompts only\n"
+            "  --eval PROFILE     instead of writing a profile: score PROFILE's beta on these prompts (held out):\n"
+            "                     the cross-entropy of acceptance under beta vs the entropy at the base rate\n"
             "options as `specdec generate` (model, draft, sampling, method, engine):\n");
     run_opts_help(f);
 }
@@ -71,7 +74,7 @@ int cmd_profile(int argc, char **argv) {
     run_opts o;
     run_opts_init(&o);
     o.sp.temp = 0; /* greedy unless --temp */
-    const char *prompts = NULL, *out_path = NULL;
+    const char *prompts = NULL, *out_path = NULL, *eval_path = NULL;
     int limit = 0, n_s = 20, n_a = 10;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -82,17 +85,19 @@ int cmd_profile(int argc, char **argv) {
         int t = run_opts_take(&o, argc, argv, &i);
         if (t < 0) return 2;
         if (t > 0) continue;
-        static const char *const own[] = {"--prompts", "--out", "--limit", "--s-bins", "--a-bins", NULL};
+        static const char *const own[] = {"--prompts", "--out", "--limit", "--s-bins", "--a-bins", "--eval", NULL};
         const char *v = run_opts_own(argc, argv, &i, own, "profile sv");
         if (!v) return 2;
         if (!strcmp(a, "--prompts")) prompts = v;
         else if (!strcmp(a, "--out")) out_path = v;
+        else if (!strcmp(a, "--eval")) eval_path = v;
         else if (!strcmp(a, "--limit") && !cli_int(a, v, 1, 1 << 30, &limit)) return 2;
         else if (!strcmp(a, "--s-bins") && !cli_int(a, v, 10, 30, &n_s)) return 2;
         else if (!strcmp(a, "--a-bins") && !cli_int(a, v, 10, 20, &n_a)) return 2;
     }
-    if (!o.model_path || !prompts || !out_path) {
-        fprintf(stderr, "error: specdec profile sv needs -m TARGET, --prompts FILE.jsonl and --out PROFILE.json\n");
+    if (!o.model_path || !prompts || !(out_path || eval_path) || (out_path && eval_path)) {
+        fprintf(stderr, "error: specdec profile sv needs -m TARGET, --prompts FILE.jsonl and one of --out PROFILE.json "
+                        "or --eval PROFILE.json\n");
         return 2;
     }
     if (o.draft_path && o.spec.method == SD_SPEC_NONE) o.spec.method = SD_SPEC_DRAFT;
@@ -108,7 +113,7 @@ int cmd_profile(int argc, char **argv) {
         fprintf(stderr, "error: profile sv runs speculative decoding without SV (no --verify sv / --sv-profile)\n");
         return 2;
     }
-    if (!out_check(out_path, "--out")) return 1;
+    if (out_path && !out_check(out_path, "--out")) return 1;
     char jerr[256];
     jl_question *qs = NULL;
     int n_q = jl_load(prompts, &qs, jerr, sizeof jerr);
@@ -165,6 +170,35 @@ int cmd_profile(int argc, char **argv) {
     }
     if (r.oom) {
         fprintf(stderr, "error: out of memory recording the drafted tokens\n");
+        goto done;
+    }
+    if (eval_path) { /* held out: the profile's beta as a prediction of these tokens' acceptance */
+        char msg[768];
+        if (!sv_profile_read_json(eval_path, env.model, &prof, msg, sizeof msg)) {
+            fprintf(stderr, "error: %s\n", msg);
+            goto done;
+        }
+        int n_acc = 0;
+        double ce = 0;
+        for (int i = 0; i < r.n; i++) {
+            double b = sd_sv_profile_beta(prof, r.s[i], r.a[i]);
+            b = b < 1e-3 ? 1e-3 : b > 1 - 1e-3 ? 1 - 1e-3 : b; /* an empty-cell 0 or 1 is not a certainty */
+            ce -= log2(r.acc[i] ? b : 1 - b);
+            n_acc += r.acc[i];
+        }
+        if (r.n == 0) {
+            fprintf(stderr, "error: no drafted token reached verification\n");
+            goto done;
+        }
+        ce /= r.n;
+        const double p = (double)n_acc / r.n, h = p <= 0 || p >= 1 ? 0 : -(p * log2(p) + (1 - p) * log2(1 - p));
+        printf("eval sv: %d prompts, %d tokens generated in %d rounds (tau %.2f), %d drafted, %d accepted\n", n_q,
+               tot.n_gen, tot.n_rounds, tot.n_rounds ? (double)tot.n_gen / tot.n_rounds : 0.0, tot.n_drafted,
+               tot.n_accepted);
+        printf("records: %d decided, %d accepted (%.1f%%); entropy at the base rate %.4f bits; cross-entropy under "
+               "%s's beta %.4f bits; held-out information gain %.4f bits = %.1f%%\n",
+               r.n, n_acc, 100.0 * p, h, eval_path, ce, h - ce, h > 0 ? 100.0 * (h - ce) / h : 0.0);
+        rc = 0;
         goto done;
     }
     sd_sv_profile_info info;

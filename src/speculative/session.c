@@ -64,7 +64,7 @@ struct sd_session {
     sv_companion *comp;
     bool sv_on;
     int k_drafted;
-    double t_drafted;
+    double t_drafted, t_comp_end; /* drafting ended; the companion's stage ended (== t_drafted without one) */
     float *sv_s, *sv_a, *sv_beta; /* [gmax] */
     float *pd, *pc;               /* [V] */
 };
@@ -393,7 +393,7 @@ static void sv_indicators(sd_session *s, const float *clogits) {
 /* Drafting is over (s->k nodes): the companion's forward (SV), the choice of the verification length, or the plan. */
 static fwd_kind drafted(sd_session *s) {
     s->k_drafted = s->k;
-    s->t_drafted = now_s();
+    s->t_drafted = s->t_comp_end = now_s();
     if (s->comp && s->k > 0) {
         svc_request(s->comp, s->hist, s->n, s->tree.token, s->k, &s->req);
         s->round = R_COMPANION;
@@ -524,8 +524,9 @@ static void commit_round(sd_session *s, const fwd_req *r) {
     st->n_drafted += s->k_drafted;
     st->n_verified += k;
     st->n_accepted += acc;
-    st->t_draft_s += s->t_drafted - s->t_round0;
-    if (s->comp) st->t_companion_s += s->t_verify0 - s->t_drafted;
+    /* drafting: the drafter's steps and its plan (e.g. early exit's last shallow pass); SV's companion apart */
+    st->t_draft_s += (s->t_drafted - s->t_round0) + (s->t_verify0 - s->t_comp_end);
+    st->t_companion_s += s->t_comp_end - s->t_drafted;
     st->t_verify_s += tc - s->t_verify0;
     st->layer_passes += s->draft_passes;                              /* the drafter's own passes */
     st->layer_passes += (uint64_t)(s->L - r->layer_begin);           /* and the verification pass */
@@ -554,6 +555,7 @@ void session_forward_done(sd_session *s, fwd_req *r) {
             return;
         }
         sv_indicators(s, cl);
+        s->t_comp_end = now_s();
         if (s->sv_on) s->round = R_SELECT; /* the verification length: session_sv_verify (a scheduler's choice) */
         else finish_drafting(s);
         return;

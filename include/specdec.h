@@ -495,6 +495,20 @@ typedef struct sd_spec_params {
     /* SpecDec++ (ctrl = SD_CTRL_SPECDECPP; drafters with hidden states: draft model, early exit) */
     const sd_accept_head *accept_head;        /* borrowed; trained for the drafter (sd_accept_head_check) */
     float stop_threshold;                     /* h: stop when P(some draft of the round is rejected) > h (0.3) */
+    /* Speculative Verification (SV, methods.md 6; see the SV section at the end of this header). A companion runs
+     * beside the draft on the drafted tokens (chains); with verify = SD_VERIFY_SV only the goodput-maximising prefix of
+     * each round's draft is verified (the rest is dropped unverified), chosen from the profile's acceptance table and
+     * the latency table (in a scheduler: over the whole batch). */
+    int verify;                           /* SD_VERIFY_ALL (0, default) or SD_VERIFY_SV */
+    sd_ctx *companion_ctx;                /* the companion's context (borrowed; its sequence seq is a session's): a small
+                                             model with the target's vocabulary, or a context on the target model */
+    int companion_exit;                   /* run only the companion model's layers [0, E) through its head (0: all) */
+    const struct sd_sv_profile *sv_profile; /* beta(S, A) for this target (sd_sv_profile_new / _build) */
+    struct sd_sv_latency *sv_latency;     /* T(n, b), refreshed from live verification passes (NULL: see SV) */
+    /* optional (profiling): every drafted token whose acceptance was decided, with its indicators; the companion
+     * runs when this is set even with SD_VERIFY_ALL */
+    void (*sv_record_cb)(float s, float a, bool accepted, void *user);
+    void *sv_record_user;
 } sd_spec_params;
 
 sd_spec_params sd_spec_default_params(void);
@@ -571,6 +585,9 @@ typedef struct sd_spec_stats {
     double t_opt_s;                 /* part of t_gen_s: the skip-set optimisation (its scoring passes, GP) */
     int opt_steps;                  /* optimisation steps taken in this generation */
     float matchness;                /* the best skip set's matchness at the end (-1: none scored yet) */
+    /* SV */
+    int n_verified;                 /* drafted tokens sent to verification (n_drafted - n_verified dropped unverified) */
+    double t_companion_s;           /* part of t_gen_s: the companion's forwards and the indicators */
 } sd_spec_stats;
 
 /* Speculative generation on sequence 0 of `target`: the same tokens as sd_generate with a greedy sampler, the same
@@ -660,6 +677,89 @@ void sd_sched_remove(sd_sched *sc, sd_session *s);
 sd_status sd_sched_step(sd_sched *sc, sd_error *err);
 int sd_sched_n_live(const sd_sched *sc);
 void sd_sched_free(sd_sched *sc);
+
+/* ---------------------------------------------------------------- Speculative Verification (SV)
+ * methods.md 6. Per drafted token x with draft distribution P_d and companion distribution P_c: S = sum_v
+ * min(P_d(v), P_c(v)) and A = min(1, P_c(x) / P_d(x)). P_d is the drafter's processed distribution q when sampling;
+ * greedy: the softmax of the drafter's logits at temperature 1; a drafter that exposes neither (n-gram lookup):
+ * one-hot on x. P_c: the companion's softmax at temperature 1 (sampling: through the sampler's processing, as q).
+ * A profile maps (S, A) to beta = the probability that the token is accepted given the ones before it were
+ * (equal-count bins of S and of A, measured with sd_spec_params.sv_record_cb); E[n] = sum_{i<=n} prod_{j<=i} beta_j;
+ * the verified prefix n maximises (E[n] + 1) / T(n) (batch: every sequence verifies >= 1 drafted token; tokens are
+ * added greedily by expected accepted tokens and the best total is kept). Lossless: greedy output is plain greedy
+ * output, sampling keeps the target's distribution; but with SV the sampled draws of a seed are not reproducible (the
+ * verified lengths follow measured timings, and in a scheduler the batch). */
+enum { SD_VERIFY_ALL = 0, SD_VERIFY_SV = 1 };
+enum { SD_SV_MAX_BINS = 64 };
+
+/* What a profile is tied to: the target's shape and a hash of its final-norm weights. */
+typedef struct sd_sv_target_id {
+    uint32_t check;
+    int n_layer, n_embd, n_vocab;
+} sd_sv_target_id;
+void sd_sv_target_id_of(const sd_model *target, sd_sv_target_id *id);
+
+typedef struct sd_sv_profile sd_sv_profile;
+/* A profile as numbers (what a profile file holds). Bin i of S holds s_edges[i-1] <= S < s_edges[i] (the first and
+ * last open-ended); the same for A. */
+typedef struct sd_sv_profile_desc {
+    sd_sv_target_id target;
+    int n_s, n_a;          /* bins, 1..SD_SV_MAX_BINS each */
+    const float *s_edges;  /* [n_s - 1] strictly ascending */
+    const float *a_edges;  /* [n_a - 1] strictly ascending */
+    const float *beta;     /* [n_s][n_a] in [0, 1] (empty bins already filled from their neighbours) */
+    const int *count;      /* [n_s][n_a] profiled tokens per bin (may be NULL) */
+} sd_sv_profile_desc;
+/* Validates d (and, when target is not NULL, that it was made for this target: else an error naming both) and
+ * copies it. */
+sd_status sd_sv_profile_new(const sd_model *target, const sd_sv_profile_desc *d, sd_sv_profile **out, sd_error *err);
+/* Whether p was made for target (the same error as sd_sv_profile_new). */
+sd_status sd_sv_profile_check(const sd_sv_profile *p, const sd_model *target, sd_error *err);
+/* The profile's numbers (pointers into p, valid while it lives; count is never NULL here). */
+void sd_sv_profile_get(const sd_sv_profile *p, sd_sv_profile_desc *d);
+float sd_sv_profile_beta(const sd_sv_profile *p, float s, float a);
+void sd_sv_profile_free(sd_sv_profile *p);
+
+/* Building a profile from recorded tokens: n_s bins of S and n_a bins of A with equal counts (ties keep equal
+ * values in one bin, so fewer bins may result), beta = mean acceptance per (S, A) bin, an empty bin takes the
+ * count-weighted mean of its nearest non-empty bins. info: the entropy of acceptance (bits) and given the bins. */
+typedef struct sd_sv_profile_info {
+    int n_records, n_accepted;
+    double h_accept;   /* H(accepted) */
+    double h_given;    /* H(accepted | S bin, A bin) */
+    double info_gain;  /* (h_accept - h_given) / h_accept: the reduction, 0 when h_accept is 0 */
+} sd_sv_profile_info;
+sd_status sd_sv_profile_build(const sd_model *target, const float *s, const float *a, const uint8_t *accepted, int n,
+                              int n_s, int n_a, sd_sv_profile **out, sd_sv_profile_info *info, sd_error *err);
+
+/* The latency table T(n, b): seconds of one target verification pass where b sequences each verify n drafted tokens
+ * (n + 1 positions), n = 0..n_max, for a few batch sizes b (ascending). Uneven batches use the mean n. */
+typedef struct sd_sv_latency sd_sv_latency;
+sd_status sd_sv_latency_new(int n_max, const int *batch, int n_batch, const double *t /* [n_batch][n_max + 1] */,
+                            sd_sv_latency **out, sd_error *err);
+/* Measures the table on a scratch context of the target's model with n_threads threads (a few seconds on small
+ * models): every (n, b) block run reps times after a 16-token prefix, the fastest kept. */
+sd_status sd_sv_latency_measure(const sd_model *target, int n_threads, int n_max, const int *batch, int n_batch,
+                                int reps, sd_sv_latency **out, sd_error *err);
+/* A text file keyed by the model (sd_sv_target_id) and the thread count: load refuses a file for another model or
+ * thread count (SD_ERR_ARG) or one that is not a latency file (SD_ERR_FORMAT). */
+sd_status sd_sv_latency_save(const sd_sv_latency *l, const sd_model *target, int n_threads, const char *path,
+                             sd_error *err);
+sd_status sd_sv_latency_load(const sd_model *target, int n_threads, const char *path, sd_sv_latency **out,
+                             sd_error *err);
+/* T for b sequences verifying n_total drafted tokens in all (interpolated; beyond the table: linear). */
+double sd_sv_latency_time(const sd_sv_latency *l, int n_total, int b);
+/* A live pass: the nearest cell moves toward seconds (decay: weight of the old value, e.g. 0.9). */
+void sd_sv_latency_observe(sd_sv_latency *l, int n_total, int b, double seconds, double decay);
+int sd_sv_latency_n_max(const sd_sv_latency *l);
+void sd_sv_latency_free(sd_sv_latency *l);
+
+/* The selection rule alone (for tests and tools): m sequences, sequence i has k[i] drafted tokens with beta
+ * beta[i][0..k[i]) (rows of stride ld); fixed_pos / fixed_tokens: positions and expected tokens of other sequences in
+ * the same pass (not chosen, counted in T's batch: fixed_seqs). Writes n[i] (1..k[i], 0 when k[i] == 0) and returns
+ * the expected goodput (tokens per second). m == 1: the single-sequence rule. */
+double sd_sv_select(const sd_sv_latency *l, const float *beta, int ld, const int *k, int m, int fixed_seqs,
+                    int fixed_drafts, double fixed_tokens, int *n);
 
 /* ---------------------------------------------------------------- text files */
 /* Reads a whole text file (prompts, prompt sets, corpora) into a NUL-terminated malloc'd buffer (free() it); *len

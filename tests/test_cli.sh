@@ -314,6 +314,39 @@ expect_err "--accept-head a model file" "not an acceptance-head file" generate -
 expect_err "specdecpp with ngram" "hidden states" generate -m "$MEE" --spec ngram --ctrl specdecpp --accept-head "$tdir/a.gguf" -p hi -n 4
 expect_err "--stop-threshold 2" "stop-threshold" generate -m "$MEE" --spec early-exit --ctrl specdecpp --stop-threshold 2 -p hi -n 4
 rm -rf "$tdir"
+# Speculative Verification: profile sv, then --verify sv (greedy output == plain), bad profiles refused
+MPL="$SHARED/models/stories-plain.gguf"
+SVP=$(mktemp); SVL=$(mktemp); rm -f "$SVL"
+$CLI profile sv -m "$MEE" --draft-model "$M260" --companion "$MPL" --prompts "$SD" --limit 3 -n 24 -t 1 --out "$SVP" >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "information gain" "$out" && grep -q '"format": "specdec-sv-profile"' "$SVP"; then ok; else
+    bad "profile sv: $(cat "$out" "$err")"; fi
+$CLI generate -m "$MEE" --spec draft --draft-model "$M260" --companion "$MPL" --verify sv --sv-profile "$SVP" \
+    --sv-latency "$SVL" -p "Once upon a time" -n 40 --temp 0 -t 1 --compare >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "identical to plain greedy" "$err" && grep -q "sv: verified" "$err" && grep -q "^t 1 " "$SVL"; then ok; else
+    bad "generate --verify sv: $(cat "$err")"; fi
+$CLI generate -m "$MEE" --spec early-exit --exit-layer 2 --companion-exit 3 --verify sv --sv-profile "$SVP" \
+    --sv-latency "$SVL" -p "Once upon a time" -n 40 --temp 0 -t 1 --compare >"$out" 2>"$err"
+grep -q "identical to plain greedy" "$err" && grep -q "latency table from" "$err" && ok || bad "early exit + companion exit: $(cat "$err")"
+$CLI batch -m "$MEE" --prompts "$SD" --limit 4 --parallel 2 --spec draft --draft-model "$M260" --companion "$MPL" \
+    --verify sv --sv-profile "$SVP" -n 16 --temp 0 -t 1 >"$out" 2>"$err"
+[ $? -eq 0 ] && grep -q "fairness" "$err" && ok || bad "batch --verify sv: $(cat "$err")"
+$CLI bench batch -m "$MEE" --methods draft:verify=sv --draft-model "$M260" --companion "$MPL" --sv-profile "$SVP" \
+    --parallel 1,2 -n 8 -t 1 >"$out" 2>"$err"
+[ $? -eq 0 ] && grep -q "| draft:verify=sv |" "$out" && grep -q "verified per round" "$err" && ok || bad "bench batch sv: $(cat "$out" "$err")"
+expect_err "sv without a profile" "SV profile" generate -m "$MEE" --spec draft --draft-model "$M260" --companion "$MPL" --verify sv -p hi
+expect_err "sv without a companion" "companion" generate -m "$MEE" --spec draft --draft-model "$M260" --verify sv --sv-profile "$SVP" -p hi
+expect_err "sv profile for another target" "another target" generate -m "$MPL" --spec draft --draft-model "$M260" --companion "$MPL" --verify sv --sv-profile "$SVP" -p hi
+printf '{"format": "specdec-sv-profile", "version": 1, "beta": [' >"$SVL"
+expect_err "corrupt sv profile" "corrupt JSON" generate -m "$MEE" --spec draft --draft-model "$M260" --companion "$MPL" --verify sv --sv-profile "$SVL" -p hi
+sed 's/"beta"/"betta"/' "$SVP" >"$SVL"
+expect_err "sv profile without beta" "beta" generate -m "$MEE" --spec draft --draft-model "$M260" --companion "$MPL" --verify sv --sv-profile "$SVL" -p hi
+expect_err "sv latency file not ours" "not an SV latency" generate -m "$MEE" --spec draft --draft-model "$M260" --companion "$MPL" --verify sv --sv-profile "$SVP" --sv-latency "$SVP" -p hi
+$CLI profile sv -m "$MEE" --draft-model "$M260" --companion "$MPL" --prompts "$SD" --limit 2 -n 16 -t 1 --eval "$SVP" >"$out" 2>"$err"
+[ $? -eq 0 ] && grep -q "held-out information gain" "$out" && ok || bad "profile sv --eval: $(cat "$out" "$err")"
+expect_err "profile sv --eval for another target" "another target" profile sv -m "$MPL" --draft-model "$M260" --companion "$MPL" --prompts "$SD" --limit 1 -n 4 --eval "$SVP"
+expect_err "profile sv without a companion" "companion" profile sv -m "$MEE" --draft-model "$M260" --prompts "$SD" --out "$SVL"
+expect_err "profile without sv" "sv" profile -m "$MEE"
+rm -f "$SVP" "$SVL"
 
 # the example program (uses only the public header)
 $BUILD/example_simple "$SHARED/models/stories260K.gguf" "Once upon a time" 30 >"$out" 2>"$err"

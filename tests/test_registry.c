@@ -19,6 +19,7 @@ static bool same_params(const sd_spec_params *a, const sd_spec_params *b) {
               a->n_tree_conf == b->n_tree_conf && a->exit_heads == b->exit_heads && a->draft_ctx == b->draft_ctx;
     /* SpecDec++ */
     eq = eq && a->stop_threshold == b->stop_threshold && a->accept_head == b->accept_head;
+    eq = eq && a->verify == b->verify && a->companion_exit == b->companion_exit; /* SV */
     eq = eq && !memcmp(a->del_layers, b->del_layers, sizeof a->del_layers) &&
          !memcmp(a->tree_topk, b->tree_topk, sizeof a->tree_topk) &&
          !memcmp(a->tree_conf, b->tree_conf, sizeof a->tree_conf);
@@ -46,6 +47,7 @@ static sd_spec_params perturbed(void) {
     p.swift_skip_ratio = 0.25f, p.swift_window = 11, p.swift_opt_steps = 12, p.swift_patience = 13;
     p.swift_bayes_interval = 14, p.swift_p_stop = 0.375f, p.swift_max_draft = 15, p.swift_stop_score = 0.5f;
     p.stop_threshold = 0.875f; /* SpecDec++ */
+    p.verify = SD_VERIFY_SV, p.companion_exit = 5; /* SV */
     return p;
 }
 
@@ -100,6 +102,8 @@ static void defaults_match(void) {
         else if (!strcmp(k, "max_draft")) want.swift_max_draft = def.swift_max_draft;
         else if (!strcmp(k, "stop_score")) want.swift_stop_score = def.swift_stop_score;
         else if (!strcmp(k, "stop_threshold")) want.stop_threshold = def.stop_threshold; /* SpecDec++ */
+        else if (!strcmp(k, "verify")) want.verify = def.verify; /* SV */
+        else if (!strcmp(k, "companion_exit")) want.companion_exit = def.companion_exit;
         else CHECK(0, "registry key %s is not known to this test (add it)", k);
         CHECK(same_params(&sp, &want), "%s: default text '%s' does not give sd_spec_default_params()'s value",
               k, in->def);

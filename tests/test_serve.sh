@@ -148,6 +148,7 @@ expect_status "knob of another method" 400 "does not apply to method ngram" /v1/
 expect_status "knob out of range" 400 "gamma=0" /v1/completions '{"prompt": "x", "speculative": {"method": "ngram", "gamma": 0}}'
 expect_status "knob of the wrong type" 400 invalid_type /v1/completions '{"prompt": "x", "speculative": {"method": "ngram", "gamma": true}}'
 expect_status "exit layer past the model" 400 "exit layer must be in" /v1/completions '{"prompt": "x", "speculative": {"method": "early-exit", "exit": 100}}'
+expect_status "sv without a profile" 400 "SV profile" /v1/completions '{"prompt": "x", "speculative": {"method": "draft", "verify": "sv"}}'
 expect_status "messages of the wrong type" 400 invalid_type /v1/chat/completions '{"messages": "hi"}'
 expect_status "bad role" 400 role /v1/chat/completions '{"messages": [{"role": "wizard", "content": "hi"}]}'
 long=$(printf 'Once upon a time %.0s' $(seq 2200))
@@ -360,5 +361,21 @@ $CLI serve --port 0 >/dev/null 2>"$TMP/e.txt"
 $CLI serve -m "$TGT" --port 70000 >/dev/null 2>"$TMP/e.txt"
 [ $? -ne 0 ] && grep -q -- "--port" "$TMP/e.txt" && ok || bad "bad port: $(cat "$TMP/e.txt")"
 $CLI serve --help | grep -q "/v1/chat/completions" && ok || bad "serve --help"
+
+# Speculative Verification: a request's verify=sv needs the server's profile and companion
+$CLI profile sv -m "$TGT" --draft-model "$DRAFT" --companion "$SHARED/models/stories-plain.gguf" -t 1 -n 24 --limit 3 \
+    --prompts "$SHARED/data/stories_dev.jsonl" --out "$TMP/sv.json" >/dev/null 2>&1 || bad "profile sv for the server"
+if start_server "$TMP/sv.log" -c $CTX --parallel 2 --draft-model "$DRAFT" --companion "$SHARED/models/stories-plain.gguf" \
+    --sv-profile "$TMP/sv.json"; then
+    U=http://127.0.0.1:$PORT
+    spec='{"method":"draft","gamma":5,"verify":"sv"}'
+    exp=$(gen "$P2" 40 --spec draft --draft-model "$DRAFT" --gamma 5)
+    code=$(post /v1/completions "$(body "$P2" 40 "$spec")" "$TMP/r.json")
+    got=$(jq -r '.choices[0].text' "$TMP/r.json")
+    if [ "$code" = 200 ] && [ "$got" = "$exp" ]; then ok; else bad "sv greedy: status $code, expected [$exp] got [$got]"; fi
+    kill -TERM "$SPID" 2>/dev/null
+else
+    bad "sv server start: $(cat "$TMP/sv.log")"
+fi
 
 finish

@@ -198,6 +198,32 @@ int cmd_batch(int argc, char **argv) {
         fprintf(stderr, ", tau %.2f, alpha %.2f", rounds ? (double)gen / rounds : 0.0,
                 drafted ? (double)accepted / drafted : 0.0);
     fputc('\n', stderr);
+    if (o.spec.verify == SD_VERIFY_SV) { /* SV's fairness: verified drafted tokens per round of each sequence */
+        long verified = 0;
+        double comp = 0, *per = malloc((size_t)n_q * sizeof *per);
+        for (int i = 0; i < n_q; i++) {
+            verified += res[i].st.n_verified, comp += res[i].st.t_companion_s;
+            if (per) per[i] = res[i].st.n_rounds ? (double)res[i].st.n_verified / res[i].st.n_rounds : 0.0;
+        }
+        fprintf(stderr, "sv: verified %ld of %ld drafted tokens (%.2f per round), acceptance of the verified %.1f%%, "
+                        "companion %.3f s; fairness, verified per round of each sequence, the lowest:",
+                verified, drafted, rounds ? (double)verified / rounds : 0.0, verified ? 100.0 * accepted / verified : 0.0,
+                comp);
+        if (per) {
+            double mean = 0;
+            for (int i = 0; i < n_q; i++) mean += per[i] / n_q;
+            for (int j = 0; j < 5 && j < n_q; j++) { /* the five lowest, by selection */
+                int lo = j;
+                for (int i = j + 1; i < n_q; i++) lo = per[i] < per[lo] ? i : lo;
+                double t = per[j];
+                per[j] = per[lo], per[lo] = t;
+                fprintf(stderr, " %.2f", per[j]);
+            }
+            fprintf(stderr, " (mean over sequences %.2f)", mean);
+            free(per);
+        }
+        fputc('\n', stderr);
+    }
     FILE *f = out ? out : stdout;
     for (int i = 0; i < n_q; i++) {
         fputs("{\"question_id\": ", f);

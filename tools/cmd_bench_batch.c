@@ -38,6 +38,10 @@ static const char *BUILTIN[] = {
 typedef struct meas {
     double rate, tau;
     long tokens;
+    /* SV: verified drafted tokens per round, acceptance of the verified, fairness (verified per round of each
+     * sequence: the mean and the five lowest) */
+    double verified, acc_verified, fair_mean, fair_low[5];
+    int n_low;
 } meas;
 
 /* One measurement: P sessions with method sp, greedy, n tokens each. */
@@ -82,13 +86,18 @@ static bool measure(sd_ctx *ctx, const sd_spec_params *sp, int P, int n, int bud
         }
     }
     double t2 = cmd_now();
-    long gen = 0, rounds = 0;
+    long gen = 0, rounds = 0, verified = 0, accepted = 0;
+    double per[256] = {0};
+    memset(m, 0, sizeof *m);
     for (int i = 0; i < P; i++) {
         if (!ss[i]) continue;
         sd_spec_stats st;
         sd_session_stats(ss[i], &st);
         gen += st.n_gen;
         rounds += st.n_rounds;
+        verified += st.n_verified, accepted += st.n_accepted;
+        per[i] = st.n_rounds ? (double)st.n_verified / st.n_rounds : 0;
+        m->fair_mean += per[i] / P;
         if (ok && sd_session_status(ss[i], &err) != SD_OK) ok = false;
         sd_session_free(ss[i]);
     }
@@ -100,6 +109,15 @@ static bool measure(sd_ctx *ctx, const sd_spec_params *sp, int P, int n, int bud
     m->tokens = gen - g1;
     m->rate = t2 > t1 ? (gen - g1) / (t2 - t1) : 0;
     m->tau = rounds ? (double)gen / rounds : 0;
+    m->verified = rounds ? (double)verified / rounds : 0;
+    m->acc_verified = verified ? (double)accepted / verified : 0;
+    for (int j = 0; j < 5 && j < P; j++) { /* the five lowest */
+        int lo = j;
+        for (int i = j + 1; i < P; i++) lo = per[i] < per[lo] ? i : lo;
+        double t = per[j];
+        per[j] = per[lo], per[lo] = t;
+        m->fair_low[m->n_low++] = per[j];
+    }
     return true;
 }
 
@@ -177,6 +195,8 @@ int cmd_bench_batch(int argc, char **argv) {
         }
     }
     if (!run_env_open(&o, max_p, &env)) goto done;
+    if (!sv_env_for_methods(&env.sv, ms, n_m, o.sv_profile_path, o.companion_path, o.sv_latency_path, env.model, env.ctx))
+        goto done;
     sd_error err = {0};
     for (int m = 0; m < n_m; m++) { /* every method against the models and contexts, before any measurement */
         if (ms[m].method == SD_SPEC_DRAFT) ms[m].draft_ctx = env.dctx;
@@ -218,6 +238,13 @@ int cmd_bench_batch(int argc, char **argv) {
             }
             res[m][pi] = best;
             fprintf(stderr, "  %-28s P=%-3d %8.1f tok/s  tau %.2f\n", labels[m], Ps[pi], best.rate, best.tau);
+            if (ms[m].verify == SD_VERIFY_SV) {
+                fprintf(stderr, "  %-28s        sv: %.2f verified per round, acceptance of the verified %.1f%%; "
+                                "fairness: mean verified per round over sequences %.2f, the lowest", "", best.verified,
+                        100 * best.acc_verified, best.fair_mean);
+                for (int j = 0; j < best.n_low; j++) fprintf(stderr, " %.2f", best.fair_low[j]);
+                fputc('\n', stderr);
+            }
         }
     printf("\naggregate decode tokens/s (speedup over plain at the same P; tau = tokens per round)\n\n| method |");
     for (int pi = 0; pi < n_p; pi++) printf(" P=%d |", Ps[pi]);

@@ -13,6 +13,7 @@
 #include "jsonl.h"
 #include "out_file.h"
 #include "specdec.h"
+#include "sv_opts.h"
 
 enum { MAX_METHODS = 64, MAX_CATS = 32 };
 
@@ -46,6 +47,9 @@ static void usage(FILE *f) {
     cli_spec_help(f, true);
     fprintf(f,
             "  --draft-model FILE     draft model for 'draft' methods; --draft-type TYPE converts it at load\n"
+            "  --companion FILE       SV's companion for methods with verify=sv (or their companion_exit=E alone)\n"
+            "  --sv-profile FILE      SV's profile of this target (specdec profile sv); one for every method\n"
+            "  --sv-latency FILE      SV's latency table cache (default: measured at start-up)\n"
             "  --exit-heads FILE      trained exit heads, used by methods with heads=yes\n"
             "  --accept-head FILE     SpecDec++ acceptance head(s) for ctrl=specdecpp methods (repeat the option for\n"
             "                         several drafters: each method takes the first head made for its drafter)\n"
@@ -161,6 +165,8 @@ static bool write_svg(const char *path, const char cats[][64], int n_cats, const
 int cmd_bench_spec(int argc, char **argv) {
     const char *model_path = NULL, *prompts = NULL, *methods_s = "plain,ngram", *draft_path = NULL, *draft_type = NULL;
     const char *json = NULL, *md = NULL, *plot = NULL, *heads_path = NULL;
+    const char *companion_path = NULL, *sv_profile_path = NULL, *sv_latency_path = NULL; /* SV */
+    sv_env sv = {0};
     sd_exit_heads *heads = NULL;
     enum { MAX_ACCEPT = 8 }; /* SpecDec++ */
     const char *accept_paths[MAX_ACCEPT];
@@ -193,6 +199,9 @@ int cmd_bench_spec(int argc, char **argv) {
             }
             accept_paths[n_accept++] = v;
         } else if (!strcmp(a, "--json")) json = v;
+        else if (!strcmp(a, "--companion")) companion_path = v;
+        else if (!strcmp(a, "--sv-profile")) sv_profile_path = v;
+        else if (!strcmp(a, "--sv-latency")) sv_latency_path = v;
         else if (!strcmp(a, "--md")) md = v;
         else if (!strcmp(a, "--plot")) plot = v;
         else if (!strcmp(a, "-n")) { if (!cli_int(a, v, 1, 1 << 20, &n_predict)) return 2; }
@@ -334,6 +343,12 @@ int cmd_bench_spec(int argc, char **argv) {
             if (sd_accept_head_check(accept[i], src, E, NULL) == SD_OK) sp->accept_head = accept[i];
         }
         if (!sp->accept_head && n_accept == 1) sp->accept_head = accept[0]; /* the check below names the mismatch */
+    }
+    { /* SV: the companion, profile and latency table every method shares */
+        sd_spec_params sps[MAX_METHODS];
+        for (int m = 0; m < n_m; m++) sps[m] = ms[m].sp;
+        if (!sv_env_for_methods(&sv, sps, n_m, sv_profile_path, companion_path, sv_latency_path, model, ctx)) goto done;
+        for (int m = 0; m < n_m; m++) ms[m].sp = sps[m];
     }
     for (int m = 1; m < n_m; m++) { /* every method against the model(s) and the context before any run */
         if (sd_spec_check_ctx(ctx, &ms[m].sp, &err) != SD_OK) {
@@ -564,6 +579,7 @@ int cmd_bench_spec(int argc, char **argv) {
     rc = mismatched ? 3 : 0;
 done:
     for (int m = 0; m < n_m; m++) sd_swift_state_free(ms[m].swift);
+    sv_env_free(&sv);
     free(qcat);
     sd_exit_heads_free(heads);
     for (int i = 0; i < n_accept; i++) sd_accept_head_free(accept[i]);

@@ -10,5 +10,6 @@ int cmd_bench_spec(int argc, char **argv);
 int cmd_bench_batch(int argc, char **argv);
 int cmd_batch(int argc, char **argv);
 int cmd_serve(int argc, char **argv); /* tools/serve/ */
+int cmd_profile(int argc, char **argv); /* SV */
 double cmd_now(void); /* monotonic seconds */
 #endif

@@ -34,6 +34,7 @@ static int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
                 IS("--draft-type", "--draft-type") || IS("--exit-heads", "--exit-heads") || IS("-s", "--seed") ||
                 IS("--skip-set", "--skip-set") || IS("--accept-head", "--accept-head") ||
                 IS("-t", "--threads") || IS("-c", "--ctx-size") || IS("-b", "--batch-size") ||
+                IS("--companion", "--sv-profile") || IS("--sv-latency", "--sv-latency") ||
                 (a[0] == '-' && a[1] == '-' && sd_spec_param_find(a));
     if (!mine) return 0;
     if (!v) {
@@ -49,6 +50,9 @@ static int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
     else if (IS("--exit-heads", "--exit-heads")) o->heads_path = v;
     else if (IS("--skip-set", "--skip-set")) o->skip_set_path = v;
     else if (IS("--accept-head", "--accept-head")) o->accept_path = v;
+    else if (IS("--companion", "--companion")) o->companion_path = v;
+    else if (IS("--sv-profile", "--sv-profile")) o->sv_profile_path = v;
+    else if (IS("--sv-latency", "--sv-latency")) o->sv_latency_path = v;
     else if (IS("-n", "--n-predict")) ok = cli_int(a, v, -1, 1 << 24, &o->n_predict);
     else if (IS("--temp", "--temperature")) ok = cli_float(a, v, 0, 1e6, &o->sp.temp);
     else if (IS("--top-k", "--top-k")) ok = cli_int(a, v, 0, 1 << 30, &o->sp.top_k);
@@ -131,6 +135,11 @@ void run_opts_help(FILE *f) {
             "      --skip-set FILE     SWIFT's optimiser state (best skip set, scored candidates): read at the start when\n"
             "                          FILE exists, written at the end (--spec swift)\n"
             "      --accept-head FILE  SpecDec++ acceptance head (specdec train accept-head) for --ctrl specdecpp\n"
+            "      --companion FILE    Speculative Verification (--verify sv): the companion model (the target's\n"
+            "                          vocabulary); or --companion-exit E alone: the target's first E layers\n"
+            "      --sv-profile FILE   the SV profile of this target (specdec profile sv)\n"
+            "      --sv-latency FILE   SV's latency table T(n, b): read when it is this model's and thread count's,\n"
+            "                          else measured and written there (default: measured at start-up)\n"
             "  method parameters (the same keys as bench spec --methods and the library's sd_spec_set;\n"
             "  lists take ',' between values):\n");
     cli_spec_help(f, false);
@@ -239,6 +248,10 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
         }
         o->spec.draft_ctx = env->dctx;
     }
+    if ((o->companion_path || o->sv_profile_path || o->sv_latency_path || o->spec.companion_exit > 0 ||
+         o->spec.verify == SD_VERIFY_SV) &&
+        !sv_env_open(&env->sv, &o->spec, o->sv_profile_path, o->companion_path, o->sv_latency_path, env->model, env->ctx))
+        return false;
     if (sd_spec_check_ctx(env->ctx, &o->spec, &err) != SD_OK) { /* the context's limits (n_batch) */
         cli_spec_error("", err.msg, true);
         return false;
@@ -247,6 +260,7 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
 }
 
 void run_env_free(run_env *env) {
+    sv_env_free(&env->sv);
     sd_ctx_free(env->dctx);
     sd_ctx_free(env->ctx);
     sd_exit_heads_free(env->heads);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "specdec.h"
+#include "sv_opts.h"
 
 typedef struct run_opts {
     const char *model_path, *tok_path, *draft_path, *draft_type, *heads_path;
@@ -21,6 +22,8 @@ typedef struct run_opts {
     /* SWIFT */
     const char *skip_set_path; /* --skip-set FILE: the optimiser state, read when the file exists, written at the end */
     bool swift_any_method;     /* make a SWIFT state whatever the default method is (the server's requests choose) */
+    /* SV: --companion, --sv-profile, --sv-latency */
+    const char *companion_path, *sv_profile_path, *sv_latency_path;
 } run_opts;
 
 typedef struct run_env {
@@ -30,6 +33,7 @@ typedef struct run_env {
     sd_model_info info;
     sd_swift_state *swift; /* SWIFT's optimiser state (--spec swift), or NULL */
     sd_accept_head *accept_head; /* SpecDec++ */
+    sv_env sv; /* SV's companion, profile and latency table */
 } run_env;
 
 void run_opts_init(run_opts *o);

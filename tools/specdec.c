@@ -23,6 +23,7 @@ static void usage_main(FILE *f) {
             "  gen-model  write a seeded random-weight GGUF of a real shape (for speed work)\n"
             "  train      train exit heads (train exit-heads) for early-exit drafting, or SpecDec++'s acceptance head\n"
             "             (train accept-head)\n"
+            "  profile    profile sv: Speculative Verification's acceptance table of a target (for --verify sv)\n"
             "  version    print the version (also --version)\n"
             "  help       this text; `specdec <command> --help` for a command's options\n");
 }
@@ -162,6 +163,11 @@ int cmd_generate(int argc, char **argv) {
                 st.n_rounds, st.n_rounds ? (double)st.n_gen / st.n_rounds : 0.0,
                 st.n_drafted ? 100.0 * st.n_accepted / st.n_drafted : 0.0, st.n_accepted, st.n_drafted, st.t_draft_s,
                 st.t_verify_s, st.t_gen_s - st.t_draft_s - st.t_verify_s);
+    if (spec.verify == SD_VERIFY_SV)
+        fprintf(stderr, "sv: verified %d of %d drafted tokens (%.2f per round), acceptance of the verified %.1f%%; "
+                        "companion %.3f s\n",
+                st.n_verified, st.n_drafted, st.n_rounds ? (double)st.n_verified / st.n_rounds : 0.0,
+                st.n_verified ? 100.0 * st.n_accepted / st.n_verified : 0.0, st.t_companion_s);
     if (spec.method == SD_SPEC_EARLY_EXIT || spec.method == SD_SPEC_DEL || spec.method == SD_SPEC_SPECBOUND ||
         spec.method == SD_SPEC_SWIFT)
         fprintf(stderr, "self-speculation: %llu target layers run, eTPL %.3f tokens per layer (plain: %.3f)\n",
@@ -227,6 +233,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "serve")) rc = cmd_serve(argc - 1, argv + 1);
     else if (!strcmp(cmd, "gen-model")) rc = cmd_gen_model(argc - 1, argv + 1);
     else if (!strcmp(cmd, "train")) rc = cmd_train(argc - 1, argv + 1);
+    else if (!strcmp(cmd, "profile")) rc = cmd_profile(argc - 1, argv + 1);
     else {
         fprintf(stderr, "error: unknown command '%s'\n\n", cmd);
         usage_main(stderr);

@@ -74,7 +74,8 @@ class Stats:
     """What a generation did (sd_spec_stats): token counts, rounds, drafted / accepted drafts, times in seconds."""
 
     _FIELDS = ("n_prompt", "n_gen", "n_rounds", "n_drafted", "n_accepted", "n_branch_rounds", "t_prompt_s",
-               "t_gen_s", "t_draft_s", "t_verify_s", "t_aux_s", "layer_passes", "mean_exit", "mean_gamma")
+               "t_gen_s", "t_draft_s", "t_verify_s", "t_aux_s", "layer_passes", "mean_exit", "mean_gamma",
+               "n_verified", "t_companion_s")
 
     def __init__(self, c):
         for f in self._FIELDS:

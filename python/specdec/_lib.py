@@ -56,7 +56,12 @@ class SpecParams(ctypes.Structure):
                 # SWIFT
                 ("swift_skip_ratio", c_float), ("swift_window", c_int), ("swift_opt_steps", c_int),
                 ("swift_patience", c_int), ("swift_bayes_interval", c_int), ("swift_p_stop", c_float),
-                ("swift_max_draft", c_int), ("swift_stop_score", c_float), ("swift_state", c_void_p)]
+                ("swift_max_draft", c_int), ("swift_stop_score", c_float), ("swift_state", c_void_p),
+                # SpecDec++
+                ("accept_head", c_void_p), ("stop_threshold", c_float),
+                # Speculative Verification (SV)
+                ("verify", c_int), ("companion_ctx", c_void_p), ("companion_exit", c_int), ("sv_profile", c_void_p),
+                ("sv_latency", c_void_p), ("sv_record_cb", c_void_p), ("sv_record_user", c_void_p)]
 
 
 class SessionParams(ctypes.Structure):
@@ -72,7 +77,9 @@ class SpecStats(ctypes.Structure):
                 ("t_draft_s", c_double), ("t_verify_s", c_double), ("t_aux_s", c_double),
                 ("layer_passes", c_uint64), ("mean_exit", c_double), ("mean_gamma", c_double),
                 # SWIFT
-                ("t_opt_s", c_double), ("opt_steps", c_int), ("matchness", c_float)]
+                ("t_opt_s", c_double), ("opt_steps", c_int), ("matchness", c_float),
+                # SV
+                ("n_verified", c_int), ("t_companion_s", c_double)]
 
 
 class Detok(ctypes.Structure):

@@ -121,6 +121,7 @@ static int ex_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tr
         int32_t nx = draft_peek(ex->smp, ex->greedy, ex->logits, ex->V, hist, n + k, qk, c->uses_conf, &top1);
         ctrl_feat f = {top1, ex->hcache + (size_t)(ex->n_cached - 1) * ex->D, ex->D, x};
         if (!ctrl_keep(c, k, &f)) break;
+        draft_tree_keep_logits(t, k, ex->logits, ex->V);
         nx = draft_draw(ex->smp, ex->greedy, nx, qk);
         t->token[k] = nx;
         hist[n + k] = nx;

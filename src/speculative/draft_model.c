@@ -176,6 +176,7 @@ static int md_step(model_drafter *md, fwd_req *r, int *k) {
         int32_t x = draft_peek(md->smp, md->greedy, md->logits, md->V, md->hist, n + i, qi, md->c->uses_conf, &top1);
         ctrl_feat f = {top1, md->have_hl ? md->hl + (size_t)(md->L - 1) * md->D : NULL, md->D, md->hist[n + i - 1]};
         if (ctrl_keep(md->c, i, &f)) {
+            draft_tree_keep_logits(t, i, md->logits, md->V);
             x = draft_draw(md->smp, md->greedy, x, qi);
             t->token[i] = x;
             md->hist[n + i] = x; /* the penalty's history for the next draft step */

@@ -64,7 +64,8 @@ uint64_t merge_calls(const merge_ws *ws) { return ws->calls; }
 sd_status fwd_req_run(sd_ctx *ctx, fwd_req *r) {
     sd_block b = {.n = r->n, .token = r->token, .embd = r->embd, .parent = r->parent, .pos = r->pos, .seq_all = r->seq};
     sd_forward_args a = {.layer_begin = r->layer_begin, .want_logits = r->want, /* no logits computed without r->logits */
-                         .logits = r->logits, .hidden_layers = r->hidden_layers};
+                         .logits = r->logits, .hidden_layers = r->hidden_layers, .layer_end = r->layer_end,
+                         .exit_heads = r->exit_heads};
     return r->status = sd_forward(ctx, &b, &a, &r->err);
 }
 
@@ -107,7 +108,8 @@ static void run_merged(merge_ws *ws, fwd_req *reqs, const int *idx, int m) {
     sd_block b = {.n = N, .token = lb == 0 ? ws->token : NULL, .embd = lb > 0 ? ws->embd : NULL, .seq = ws->seq,
                   .parent = any_parent ? ws->parent : NULL, .pos = any_pos ? ws->pos : NULL};
     sd_forward_args a = {.layer_begin = lb, .want_logits = ws->want, .logits = ws->logits,
-                         .hidden_layers = any_hl ? ws->hl : NULL};
+                         .hidden_layers = any_hl ? ws->hl : NULL, .layer_end = reqs[idx[0]].layer_end,
+                         .exit_heads = reqs[idx[0]].exit_heads};
     ws->calls++;
     sd_error e;
     if (sd_forward(ws->ctx, &b, &a, &e) != SD_OK) { /* nothing changed: find whose it is */
@@ -149,6 +151,7 @@ sd_status merge_run(merge_ws *ws, fwd_req *reqs, int n_req, sd_error *err) {
         int m = 0, N = 0;
         for (int j = first; j < n_req; j++) {
             if (done[j] || reqs[j].layer_begin != reqs[first].layer_begin || N + reqs[j].n > ws->B) continue;
+            if (reqs[j].layer_end != reqs[first].layer_end || reqs[j].exit_heads != reqs[first].exit_heads) continue;
             idx[m++] = j;
             N += reqs[j].n;
             done[j] = 1;

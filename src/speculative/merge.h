@@ -22,6 +22,9 @@ typedef struct fwd_req {
     float *hidden_layers;  /* [n_layer - layer_begin][n][n_embd] out; NULL = not wanted */
     sd_status status;      /* out */
     sd_error err;          /* out, when status != SD_OK */
+    /* SV's companion exit: run layers [layer_begin, layer_end) only (0: n_layer), the logits through exit_heads */
+    int layer_end;
+    const sd_exit_heads *exit_heads;
 } fwd_req;
 
 typedef struct merge_ws merge_ws;

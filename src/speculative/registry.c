@@ -13,8 +13,11 @@
 #include "speculative/swift_opt.h"
 #include "util/err.h"
 
+#include "speculative/method.h"
+
 static const char *const METHOD_NAMES[] = {"none", "draft", "ngram", "early-exit", "del", "specbound", "swift"};
 static const char *const CTRL_NAMES[] = {"fixed", "conf", "fs", "dv", /* SpecDec++ */ "specdecpp"};
+static const char *const VERIFY_NAMES[] = {"all", "sv"}; /* SV */
 enum { N_METHODS = 7, N_CTRLS = 5, MAX_LIST = 64 };
 
 enum { NO_COUNT = -1 };
@@ -128,6 +131,15 @@ static const spec_param PARAMS[] = {
     {{"stop_threshold", "--stop-threshold", SD_PARAM_FLOAT, 0, 1, false, 0, NULL, "0.3",
       "specdecpp: stop drafting when 1 - prod(acceptance) exceeds this", MM(DRAFT) | MM(EARLY_EXIT)},
      F(stop_threshold), NO_COUNT, NULL},
+    /* Speculative Verification (SV) */
+    {{"verify", "--verify", SD_PARAM_ENUM, 0, 0, false, 0, "all|sv", "all",
+      "which drafted tokens are verified: all | sv (the goodput-maximising prefix; needs an SV profile and a companion)",
+      SD_MASK_SV},
+     F(verify), NO_COUNT, NULL},
+    {{"companion_exit", "--companion-exit", SD_PARAM_INT, 0, 1024, false, 0, NULL, "0",
+      "SV: the companion runs only its model's layers [0, E) through the head (0: all; with no --companion, the "
+      "companion is the target's first E layers)", SD_MASK_SV},
+     F(companion_exit), NO_COUNT, NULL},
 };
 enum { N_PARAMS = (int)(sizeof PARAMS / sizeof PARAMS[0]) };
 
@@ -243,6 +255,10 @@ static sd_status set_enum(sd_spec_params *sp, const spec_param *p, const char *n
         int i = name_index(METHOD_NAMES, N_METHODS, v);
         if (i < 0) return bad_value(err, p, name, v, NULL);
         sp->method = (sd_spec_method)i;
+    } else if (p->off == F(verify)) {
+        int i = name_index(VERIFY_NAMES, 2, v);
+        if (i < 0) return bad_value(err, p, name, v, NULL);
+        sp->verify = i;
     } else {
         int i = name_index(CTRL_NAMES, N_CTRLS, v);
         if (i < 0) return bad_value(err, p, name, v, NULL);
@@ -378,7 +394,8 @@ static sd_status check_param(const sd_spec_params *sp, const spec_param *p, sd_e
     char v[48];
     switch (in->type) {
     case SD_PARAM_ENUM: {
-        int x = p->off == F(method) ? (int)sp->method : (int)sp->ctrl, n = p->off == F(method) ? N_METHODS : N_CTRLS;
+        int x = p->off == F(method) ? (int)sp->method : p->off == F(verify) ? sp->verify : (int)sp->ctrl;
+        int n = p->off == F(method) ? N_METHODS : p->off == F(verify) ? 2 : N_CTRLS;
         if (x >= 0 && x < n) return SD_OK;
         snprintf(v, sizeof v, "%d", x);
         return bad_value(err, p, in->key, v, NULL);
@@ -424,6 +441,12 @@ sd_status registry_check_values(const sd_spec_params *sp, sd_error *err) {
         (sp->method == SD_SPEC_NGRAM || sp->tree_nodes > 0))
         return err_set(err, SD_ERR_ARG, "ctrl=specdecpp needs a chain drafter with hidden states (draft or early-exit), "
                        "not %s", sp->tree_nodes > 0 ? "a token tree" : sd_spec_method_name(sp->method));
+    if (sp->verify == SD_VERIFY_SV && !(SD_MASK(sp->method) & SD_MASK_SV))
+        return err_set(err, SD_ERR_ARG, "verify=sv: Speculative Verification needs a drafter of chains (draft, ngram, "
+                       "early-exit, del ...), not %s", sd_spec_method_name(sp->method));
+    if (sp->verify == SD_VERIFY_SV && sp->tree_nodes > 0)
+        return err_set(err, SD_ERR_ARG, "verify=sv verifies chains: it does not take token trees (tree_nodes=%d)",
+                       sp->tree_nodes);
     if (sp->ngram_min > sp->ngram_max)
         return err_set(err, SD_ERR_ARG, "ngram_min=%d is larger than ngram_max=%d (n-gram sizes need min <= max)",
                        sp->ngram_min, sp->ngram_max);
@@ -478,8 +501,29 @@ static sd_status check_accept_head(const sd_model *target, const sd_model *draft
     return st;
 }
 
+/* SV: the profile is this target's; the companion has the target's vocabulary and at least E + 1 layers. */
+static sd_status check_sv(const sd_model *target, const sd_spec_params *sp, sd_error *err) {
+    sd_status st;
+    if (sp->sv_profile && (st = sd_sv_profile_check(sp->sv_profile, target, err))) return st;
+    if (!sp->companion_ctx) return SD_OK;
+    const sd_model *c = sd_ctx_model(sp->companion_ctx);
+    if (c->hp.n_vocab != target->hp.n_vocab)
+        return err_set(err, SD_ERR_ARG, "the SV companion's vocabulary has %d tokens, the target's %d (it needs the "
+                       "target's)", c->hp.n_vocab, target->hp.n_vocab);
+    if ((st = sd_vocab_compatible(target, c, err))) {
+        err_prefix(err, "SV companion: ");
+        return st;
+    }
+    if (sp->companion_exit >= c->hp.n_layer)
+        return err_set(err, SD_ERR_ARG, "companion_exit=%d: the companion's exit must be in [1, %d] for its %d-layer "
+                       "model (0: all layers)", sp->companion_exit, c->hp.n_layer - 1, c->hp.n_layer);
+    return SD_OK;
+}
+
 sd_status registry_check_models(const sd_model *target, const sd_model *draft, const sd_spec_params *sp,
                                 sd_error *err) {
+    sd_status sv = check_sv(target, sp, err);
+    if (sv) return sv;
     if (sp->exit_heads && sp->exit_heads->n_embd != target->hp.n_embd)
         return err_set(err, SD_ERR_ARG, "exit heads are for another model (n_embd %d, the target's is %d)",
                        sp->exit_heads->n_embd, target->hp.n_embd);
@@ -530,5 +574,20 @@ sd_status sd_spec_check_ctx(sd_ctx *target, const sd_spec_params *sp, sd_error *
     }
     if (sp->method == SD_SPEC_DRAFT && sd_ctx_n_batch(sp->draft_ctx) < 1)
         return err_set(err, SD_ERR_ARG, "draft context has no batch");
+    /* SV */
+    if (sp->verify == SD_VERIFY_SV && !sp->sv_profile)
+        return err_set(err, SD_ERR_ARG, "verify=sv needs an SV profile for this target (--sv-profile FILE, made by "
+                       "`specdec profile sv`)");
+    if (sp->verify == SD_VERIFY_SV && !sp->companion_ctx)
+        return err_set(err, SD_ERR_ARG, "verify=sv needs a companion (--companion FILE or --companion-exit E)");
+    if (sp->companion_ctx) {
+        const int need = method_max_drafts(sp) + 1;
+        if (sd_ctx_n_batch(sp->companion_ctx) < need)
+            return err_set(err, SD_ERR_ARG, "the SV companion's context takes blocks of %d but a round needs %d",
+                           sd_ctx_n_batch(sp->companion_ctx), need);
+        if (sd_ctx_n_ctx(sp->companion_ctx) < sd_ctx_n_ctx(target))
+            return err_set(err, SD_ERR_ARG, "the SV companion's context (%d positions) is shorter than the target's (%d)",
+                           sd_ctx_n_ctx(sp->companion_ctx), sd_ctx_n_ctx(target));
+    }
     return SD_OK;
 }

@@ -1,15 +1,20 @@
 /* sched: continuous batching. The scheduler holds the live sessions (added and removed between steps). A step:
  *  1. sessions that are decoding start a round, in turn from a rotating start, while their largest possible block
  *     fits the token budget (a round is never cut short for the batch's sake, so a session's rounds — and its
- *     sampled tokens — are the same as when it runs alone; one that does not fit waits);
+ *     sampled tokens — are the same as when it runs alone; one that does not fit waits; SV sessions are the
+ *     exception by design: their verified lengths are chosen over the batch in 3b);
  *  2. sessions still prefilling get prompt chunks from what the rounds left (at least a quarter of the budget is
  *     kept for them when any wait);
  *  3. drafting: the separate draft models' forwards of all sessions run merged per draft context, step after step,
  *     until every round is drafted (drafters on the target itself draft inside their session);
+ *     (and, for SV sessions, their companions' forwards, merged per companion context);
+ *  3b. SV: the verification lengths of the SV sessions, chosen over the whole batch (sv_select_batch);
  *  4. the verification blocks and prompt chunks run merged on the target, and each session commits its result.
  * A session whose forward fails fails alone. Finished sessions leave. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "speculative/merge.h"
 #include "speculative/session.h"
@@ -32,6 +37,10 @@ struct sd_sched {
     sd_ctx *dctx[MAX_DRAFT_CTX]; /* draft model contexts seen, and their workspaces */
     merge_ws *dws[MAX_DRAFT_CTX];
     int n_dws;
+    /* SV: the batch selection's workspace */
+    float *sv_beta; /* [cap][sv_ld] */
+    int *sv_k, *sv_n, *sv_i; /* [cap] */
+    int sv_ld;
 };
 
 sd_sched_params sd_sched_default_params(void) {
@@ -50,6 +59,10 @@ void sd_sched_free(sd_sched *sc) {
     free(sc->who);
     free(sc->kind);
     free(sc->idx);
+    free(sc->sv_beta);
+    free(sc->sv_k);
+    free(sc->sv_n);
+    free(sc->sv_i);
     free(sc);
 }
 
@@ -138,6 +151,66 @@ static sd_status run_some(sd_sched *sc, merge_ws *ws, sd_ctx *ctx, const int *id
     return st;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* SV's batch level: the sessions waiting for a verification length (FWD_SELECT) get theirs from one selection over
+ * the batch (every one verifies >= 1 drafted token; tokens are added greedily by expected accepted tokens while the
+ * batch's goodput improves); the other verification blocks count as fixed. Returns the latency table used (NULL:
+ * no SV session). */
+static sd_sv_latency *sv_select_batch(sd_sched *sc, int n_adm) {
+    int m = 0, fixed_seqs = 0, fixed_drafts = 0, ld = 1;
+    sd_sv_latency *lat = NULL;
+    for (int i = 0; i < n_adm; i++) {
+        if (sc->kind[i] == FWD_SELECT) {
+            const float *b;
+            int k = session_sv_betas(sc->who[i], &b);
+            if (k > ld) ld = k;
+            if (!lat) lat = session_sv_latency(sc->who[i]);
+            m++;
+        } else if (sc->kind[i] == FWD_TARGET && !session_prefilling(sc->who[i])) {
+            fixed_seqs++;
+            fixed_drafts += sc->reqs[i].n - 1;
+        }
+    }
+    if (!m) return NULL;
+    if (ld > sc->sv_ld || !sc->sv_k) {
+        free(sc->sv_beta), free(sc->sv_k), free(sc->sv_n), free(sc->sv_i);
+        sc->sv_beta = malloc((size_t)sc->cap * ld * sizeof *sc->sv_beta);
+        sc->sv_k = malloc((size_t)sc->cap * sizeof *sc->sv_k);
+        sc->sv_n = malloc((size_t)sc->cap * sizeof *sc->sv_n);
+        sc->sv_i = malloc((size_t)sc->cap * sizeof *sc->sv_i);
+        sc->sv_ld = ld;
+    }
+    const bool ok = sc->sv_beta && sc->sv_k && sc->sv_n && sc->sv_i;
+    m = 0;
+    for (int i = 0; i < n_adm; i++) {
+        if (sc->kind[i] != FWD_SELECT) continue;
+        const float *b;
+        int k = session_sv_betas(sc->who[i], &b);
+        if (!ok) { /* out of memory: verify every drafted token */
+            session_sv_verify(sc->who[i], k);
+            sc->kind[i] = session_next(sc->who[i], session_need(sc->who[i]), &sc->reqs[i]);
+            continue;
+        }
+        memcpy(sc->sv_beta + (size_t)m * sc->sv_ld, b, (size_t)k * sizeof *b);
+        sc->sv_k[m] = k;
+        sc->sv_i[m++] = i;
+    }
+    if (!ok) return lat;
+    /* the other blocks count 1 expected token each (their acceptance is not known here) */
+    sd_sv_select(lat, sc->sv_beta, sc->sv_ld, sc->sv_k, m, fixed_seqs, fixed_drafts, fixed_seqs, sc->sv_n);
+    for (int j = 0; j < m; j++) {
+        const int i = sc->sv_i[j];
+        session_sv_verify(sc->who[i], sc->sv_n[j]);
+        sc->kind[i] = session_next(sc->who[i], session_need(sc->who[i]), &sc->reqs[i]);
+    }
+    return lat;
+}
+
 sd_status sd_sched_step(sd_sched *sc, sd_error *err) {
     if (!sc) return err_set(err, SD_ERR_ARG, "sd_sched_step: NULL scheduler");
     const int n = sc->n_live;
@@ -171,8 +244,8 @@ sd_status sd_sched_step(sd_sched *sc, sd_error *err) {
         int m = 0;
         sd_ctx *ctx = NULL;
         for (int i = 0; i < n_adm; i++)
-            if (sc->kind[i] == FWD_DRAFT && (!ctx || session_draft_ctx(sc->who[i]) == ctx)) {
-                ctx = session_draft_ctx(sc->who[i]);
+            if (sc->kind[i] == FWD_DRAFT && (!ctx || session_fwd_ctx(sc->who[i]) == ctx)) {
+                ctx = session_fwd_ctx(sc->who[i]);
                 sc->idx[m++] = i;
             }
         if (!m) break;
@@ -183,11 +256,18 @@ sd_status sd_sched_step(sd_sched *sc, sd_error *err) {
             sc->kind[i] = session_next(sc->who[i], session_need(sc->who[i]), &sc->reqs[i]);
         }
     }
+    /* 3b. SV: verification lengths over the batch */
+    sd_sv_latency *lat = sv_select_batch(sc, n_adm);
     /* 4. the target's forwards (verification blocks and prompt chunks), merged */
-    int m = 0;
+    int m = 0, n_verify = 0, n_drafts = 0;
     for (int i = 0; i < n_adm; i++)
-        if (sc->kind[i] == FWD_TARGET) sc->idx[m++] = i;
+        if (sc->kind[i] == FWD_TARGET) {
+            sc->idx[m++] = i;
+            if (!session_prefilling(sc->who[i])) n_verify++, n_drafts += sc->reqs[i].n - 1;
+        }
+    double t0 = now_s();
     sd_status s3 = run_some(sc, sc->ws, sc->target, sc->idx, m, err);
+    if (lat && !s3 && m == n_verify) sd_sv_latency_observe(lat, n_drafts, n_verify, now_s() - t0, 0.9);
     if (s3) st = s3;
     /* finished sessions leave */
     int w = 0;

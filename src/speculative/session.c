@@ -13,6 +13,8 @@
 #include "speculative/accept.h"
 #include "speculative/method.h"
 #include "speculative/spec.h"
+#include "speculative/sv.h"
+#include "speculative/sv_companion.h"
 #include "util/err.h"
 
 typedef enum { SES_EMPTY, SES_PREFILL, SES_DECODE, SES_DONE } ses_state;
@@ -48,7 +50,7 @@ struct sd_session {
     float *p, *scratch; /* [V] */
     verify_plan plan;
     uint8_t *ones;    /* [gmax + 1] want flags: logits of every entry of the verification block */
-    enum { R_NONE, R_DRAFTING, R_VERIFY } round;
+    enum { R_NONE, R_DRAFTING, R_VERIFY, R_COMPANION, R_SELECT } round;
     fwd_req req;      /* the round's pending forward (a draft forward, then the verification block) */
     double t_round0;  /* when the round's drafting started */
     double t_verify0; /* when drafting ended */
@@ -58,6 +60,13 @@ struct sd_session {
     /* statistics */
     sd_spec_stats stats;
     double t_start, t_decode0;
+    /* SV (methods.md 6): the companion, the round's indicators and betas, the drafted count before the cut */
+    sv_companion *comp;
+    bool sv_on;
+    int k_drafted;
+    double t_drafted, t_comp_end; /* drafting ended; the companion's stage ended (== t_drafted without one) */
+    float *sv_s, *sv_a, *sv_beta; /* [gmax] */
+    float *pd, *pc;               /* [V] */
 };
 
 static double now_s(void) {
@@ -90,6 +99,13 @@ static void round_free(sd_session *s) {
     free(s->p);
     free(s->scratch);
     free(s->ones);
+    free(s->tree.dlogits);
+    free(s->sv_s);
+    free(s->sv_a);
+    free(s->sv_beta);
+    free(s->pd);
+    free(s->pc);
+    svc_free(s->comp);
 }
 
 static sd_status session_create(sd_ctx *target, sd_sampler *smp, bool own, const sd_spec_params *sp, int seq,
@@ -103,6 +119,9 @@ static sd_status session_create(sd_ctx *target, sd_sampler *smp, bool own, const
     if (sp->method == SD_SPEC_DRAFT && seq >= sd_ctx_n_seq(sp->draft_ctx))
         return err_set(err, SD_ERR_ARG, "sequence %d: the draft model's context has sequences 0..%d", seq,
                        sd_ctx_n_seq(sp->draft_ctx) - 1);
+    if (sp->companion_ctx && seq >= sd_ctx_n_seq(sp->companion_ctx))
+        return err_set(err, SD_ERR_ARG, "sequence %d: the SV companion's context has sequences 0..%d", seq,
+                       sd_ctx_n_seq(sp->companion_ctx) - 1);
     if (n_predict < -1) return err_set(err, SD_ERR_ARG, "number of tokens to predict %d must be >= 0 (-1: to the end of the context)", n_predict);
     sd_session *s = calloc(1, sizeof *s);
     if (!s) return err_set(err, SD_ERR_NOMEM, "out of memory creating a session");
@@ -140,6 +159,24 @@ static sd_status session_create(sd_ctx *target, sd_sampler *smp, bool own, const
         sd_session_free(s);
         return err_set(err, SD_ERR_NOMEM, "out of memory creating a session");
     }
+    /* SV: the companion runs when SV verifies or when a profile is being recorded */
+    if (sp->method != SD_SPEC_NONE && sp->companion_ctx && (sp->verify == SD_VERIFY_SV || sp->sv_record_cb)) {
+        s->sv_on = sp->verify == SD_VERIFY_SV;
+        s->comp = svc_new(sp->companion_ctx, seq, sp->companion_exit,
+                          sd_ctx_model(sp->companion_ctx) == s->m ? sp->exit_heads : NULL, s->gmax, err);
+        s->sv_s = malloc(G * sizeof(float));
+        s->sv_a = malloc(G * sizeof(float));
+        s->sv_beta = malloc(G * sizeof(float));
+        s->pd = malloc(V * sizeof(float));
+        s->pc = malloc(V * sizeof(float));
+        s->tree.dlogits = s->greedy ? malloc(G * V * sizeof(float)) : NULL;
+        s->tree.dlogits_V = s->V;
+        if (!s->comp || !s->sv_s || !s->sv_a || !s->sv_beta || !s->pd || !s->pc || (s->greedy && !s->tree.dlogits)) {
+            s->own_smp = false;
+            sd_session_free(s);
+            return err_set(err, SD_ERR_NOMEM, "out of memory creating a session's SV companion");
+        }
+    }
     s->state = SES_EMPTY;
     *out = s;
     return SD_OK;
@@ -172,10 +209,15 @@ int session_seq(const sd_session *s) { return s->seq; }
 
 sd_ctx *session_draft_ctx(const sd_session *s) { return s->meth.d ? s->meth.d->draft_ctx : NULL; }
 
+sd_ctx *session_fwd_ctx(const sd_session *s) {
+    return s->round == R_COMPANION ? svc_ctx(s->comp) : session_draft_ctx(s);
+}
+
 /* The session's sequence leaves the target's cache and the draft model's (their pages return to the pools). */
 static void clear_caches(sd_session *s) {
     sd_kv_truncate(s->target, s->seq, 0, NULL);
     if (session_draft_ctx(s)) sd_kv_truncate(session_draft_ctx(s), s->seq, 0, NULL);
+    if (s->comp) svc_clear(s->comp);
 }
 
 /* Ends the session (its caches stay until it is cancelled, given a new prompt or freed). */
@@ -280,6 +322,13 @@ static bool start_decoding(sd_session *s) {
             return false;
         }
     }
+    if (s->comp) {
+        sd_status st = svc_begin(s->comp, s->hist, s->n, &e);
+        if (st) {
+            fail(s, st, &e);
+            return false;
+        }
+    }
     s->t_decode0 = now_s();
     s->stats.t_prompt_s = s->t_decode0 - s->t_start;
     s->aux0 = s->meth.d ? s->meth.d->t_aux : 0;
@@ -322,6 +371,50 @@ static bool finish_drafting(sd_session *s) {
     return true;
 }
 
+/* SV: the companion's distributions are in: the indicators and betas of the round's drafted tokens. */
+static void sv_indicators(sd_session *s, const float *clogits) {
+    const int V = s->V;
+    for (int i = 0; i < s->k; i++) {
+        const float *pd = NULL;
+        if (!s->tree.onehot && !s->greedy) {
+            pd = s->tree.q + (size_t)i * V;
+        } else if (s->tree.has_dlogits) {
+            spv_softmax(s->tree.dlogits + (size_t)i * V, V, s->pd);
+            pd = s->pd;
+        }
+        const float *cl = clogits + (size_t)i * V;
+        if (s->greedy) spv_softmax(cl, V, s->pc);
+        else sd_sampler_probs(s->smp, cl, s->hist, s->n + i, s->pc); /* the same processing as q */
+        spv_indicators(pd, s->pc, V, s->tree.token[i], &s->sv_s[i], &s->sv_a[i]);
+        s->sv_beta[i] = s->sp.sv_profile ? sd_sv_profile_beta(s->sp.sv_profile, s->sv_s[i], s->sv_a[i]) : 1.0f;
+    }
+}
+
+/* Drafting is over (s->k nodes): the companion's forward (SV), the choice of the verification length, or the plan. */
+static fwd_kind drafted(sd_session *s) {
+    s->k_drafted = s->k;
+    s->t_drafted = s->t_comp_end = now_s();
+    if (s->comp && s->k > 0) {
+        svc_request(s->comp, s->hist, s->n, s->tree.token, s->k, &s->req);
+        s->round = R_COMPANION;
+        return FWD_DRAFT;
+    }
+    return finish_drafting(s) ? FWD_TARGET : FWD_NONE;
+}
+
+int session_sv_betas(const sd_session *s, const float **beta) {
+    *beta = s->sv_beta;
+    return s->k;
+}
+
+sd_sv_latency *session_sv_latency(const sd_session *s) { return s->sp.sv_latency; }
+
+void session_sv_verify(sd_session *s, int n) {
+    if (s->round != R_SELECT) return;
+    if (n < s->k) s->k = n < 1 ? 1 : n;
+    finish_drafting(s);
+}
+
 /* Starts a round: drafting runs here (alone), or its first forward on the draft context is described in s->req. */
 static fwd_kind start_round(sd_session *s) {
     sd_error e = {0};
@@ -331,6 +424,7 @@ static fwd_kind start_round(sd_session *s) {
     s->passes0 = sd_ctx_layer_passes(s->target);
     for (int i = 0; i < s->gmax; i++) s->tree.parent[i] = i - 1;
     s->tree.onehot = true;
+    s->tree.has_dlogits = false;
     /* tree nodes: every node takes a cell in the target's cache and in the draft's */
     int cells = cells_left(s, 0);
     if (s->gmax < cells) cells = s->gmax;
@@ -354,7 +448,7 @@ static fwd_kind start_round(sd_session *s) {
         }
         s->k = k;
     }
-    return finish_drafting(s) ? FWD_TARGET : FWD_NONE;
+    return drafted(s);
 }
 
 fwd_kind session_next(sd_session *s, int budget, fwd_req *r) {
@@ -372,7 +466,10 @@ fwd_kind session_next(sd_session *s, int budget, fwd_req *r) {
         }
         if (!start_decoding(s)) return FWD_NONE;
     }
-    fwd_kind k = s->round == R_NONE ? start_round(s) : s->round == R_DRAFTING ? FWD_DRAFT : FWD_TARGET;
+    fwd_kind k = s->round == R_NONE                                   ? start_round(s)
+                 : s->round == R_DRAFTING || s->round == R_COMPANION ? FWD_DRAFT
+                 : s->round == R_SELECT                              ? FWD_SELECT
+                                                                     : FWD_TARGET;
     if (k != FWD_NONE) *r = s->req;
     return k;
 }
@@ -415,13 +512,21 @@ static void commit_round(sd_session *s, const fwd_req *r) {
      * drafts; the rejected nodes' entries go) */
     sd_kv_truncate(s->target, s->seq, s->n - 1, NULL);
     if (d && d->on_verified) d->on_verified(d, s->hist, s->n, acc);
+    if (s->comp) {
+        svc_on_verified(s->comp, s->n);
+        if (s->sp.sv_record_cb) /* the tokens whose acceptance was decided: the accepted ones and the first rejected */
+            for (int i = 0; i < k && i <= acc; i++) s->sp.sv_record_cb(s->sv_s[i], s->sv_a[i], i < acc, s->sp.sv_record_user);
+    }
     s->meth.c->on_verified(s->meth.c, k, acc);
     sd_spec_stats *st = &s->stats;
     st->n_gen = s->n_gen;
     st->n_rounds++;
-    st->n_drafted += k;
+    st->n_drafted += s->k_drafted;
+    st->n_verified += k;
     st->n_accepted += acc;
-    st->t_draft_s += s->t_verify0 - s->t_round0;
+    /* drafting: the drafter's steps and its plan (e.g. early exit's last shallow pass); SV's companion apart */
+    st->t_draft_s += (s->t_drafted - s->t_round0) + (s->t_verify0 - s->t_comp_end);
+    st->t_companion_s += s->t_comp_end - s->t_drafted;
     st->t_verify_s += tc - s->t_verify0;
     st->layer_passes += s->draft_passes;                              /* the drafter's own passes */
     st->layer_passes += (uint64_t)(s->L - r->layer_begin);           /* and the verification pass */
@@ -438,6 +543,20 @@ void session_forward_done(sd_session *s, fwd_req *r) {
         int st = s->meth.d->draft_next(s->meth.d, r, &s->k, &e);
         if (st < 0) fail(s, e.status, &e);
         else if (st == 1) s->req = *r;
+        else drafted(s);
+        return;
+    }
+    if (s->state == SES_DECODE && s->round == R_COMPANION) {
+        const float *cl = svc_done(s->comp, r);
+        if (!cl) {
+            sd_error e = r->err;
+            err_prefix(&e, "SV companion: ");
+            fail(s, r->status, &e);
+            return;
+        }
+        sv_indicators(s, cl);
+        s->t_comp_end = now_s();
+        if (s->sv_on) s->round = R_SELECT; /* the verification length: session_sv_verify (a scheduler's choice) */
         else finish_drafting(s);
         return;
     }
@@ -459,12 +578,22 @@ sd_status sd_session_step(sd_session *s, sd_error *err) {
     if (s->state == SES_EMPTY) return err_set(err, SD_ERR_ARG, "sd_session_step: the session has no prompt");
     fwd_req r;
     fwd_kind k;
-    while ((k = session_next(s, s->n_batch, &r)) == FWD_DRAFT) {
-        fwd_req_run(session_draft_ctx(s), &r);
+    while ((k = session_next(s, s->n_batch, &r)) == FWD_DRAFT || k == FWD_SELECT) {
+        if (k == FWD_SELECT) { /* SV alone: the single-sequence rule */
+            const float *beta;
+            int kd = session_sv_betas(s, &beta), n = kd;
+            sd_sv_select(s->sp.sv_latency, beta, kd, &kd, 1, 0, 0, 0, &n);
+            session_sv_verify(s, n);
+            continue;
+        }
+        fwd_req_run(session_fwd_ctx(s), &r);
         session_forward_done(s, &r);
     }
     if (k == FWD_TARGET) {
+        const bool verify = s->state == SES_DECODE && s->sv_on;
+        double t0 = now_s();
         fwd_req_run(s->target, &r);
+        if (verify && !r.status) sd_sv_latency_observe(s->sp.sv_latency, r.n - 1, 1, now_s() - t0, 0.9);
         session_forward_done(s, &r);
     }
     return sd_session_status(s, err);

@@ -16,7 +16,9 @@ void session_set_token_cb(sd_session *s, sd_token_cb cb, void *user);
 int session_need(const sd_session *s);
 /* Whether the session is still prefilling (its next forward is a prompt chunk). */
 bool session_prefilling(const sd_session *s);
-typedef enum { FWD_NONE, FWD_DRAFT, FWD_TARGET } fwd_kind;
+/* FWD_SELECT (SV): the round is drafted and its companion has run; it waits for its verification length
+ * (session_sv_verify), chosen for it alone or over a scheduler's batch. */
+typedef enum { FWD_NONE, FWD_DRAFT, FWD_TARGET, FWD_SELECT } fwd_kind;
 /* The session's next forward, described in *r: a prefill chunk of at most budget positions or the round's
  * verification block, on the target (FWD_TARGET); or one of the round's drafting forwards on the draft model's
  * context (FWD_DRAFT: after it ran, session_forward_done, then session_next again, until FWD_TARGET). Drafters
@@ -24,8 +26,15 @@ typedef enum { FWD_NONE, FWD_DRAFT, FWD_TARGET } fwd_kind;
 fwd_kind session_next(sd_session *s, int budget, fwd_req *r);
 /* After r (from session_next) ran, r->status set: the next drafting step, or acceptance and commit. */
 void session_forward_done(sd_session *s, fwd_req *r);
-/* The context the session's FWD_DRAFT forwards run on (NULL: none). */
+/* The context of the session's drafter (the draft model's; NULL: none). */
 sd_ctx *session_draft_ctx(const sd_session *s);
+/* The context the session's next FWD_DRAFT forward runs on: the draft model's or (SV) the companion's. */
+sd_ctx *session_fwd_ctx(const sd_session *s);
+/* SV, while the session waits (FWD_SELECT): its drafted count and beta per drafted token ([k]; borrowed). */
+int session_sv_betas(const sd_session *s, const float **beta);
+sd_sv_latency *session_sv_latency(const sd_session *s);
+/* SV: verify the first n (>= 1) drafted tokens of the waiting round (the rest are dropped unverified). */
+void session_sv_verify(sd_session *s, int n);
 /* The scheduler the session is in (set by sd_sched_add / cleared when it leaves), so that freeing it removes it. */
 void session_set_sched(sd_session *s, sd_sched *sc);
 sd_sched *session_sched(const sd_session *s);

@@ -35,7 +35,15 @@ typedef struct draft_tree {
     float *q;        /* [gmax][V] draft distribution of each node's token (sampling only; NULL when greedy) */
     bool onehot;     /* the drafter has no distribution (q unused): rank-chosen or looked-up tokens */
     int max_nodes;   /* set before draft: the most nodes the round's block and caches have room for (trees) */
+    /* SV: when dlogits is set (by the session), drafters with logits copy each chain node's raw draft logits there
+     * ([gmax][dlogits_V]; entries past the drafter's vocabulary -inf) and set has_dlogits (the session clears it) */
+    float *dlogits;
+    int dlogits_V;
+    bool has_dlogits;
 } draft_tree;
+
+/* SV: copies a drafter's logits of V entries into row i of t->dlogits (when set). */
+void draft_tree_keep_logits(draft_tree *t, int i, const float *logits, int V);
 
 /* The verification pass of one round: block entry 0 is the root, entry j + 1 is node j. */
 typedef struct verify_plan {

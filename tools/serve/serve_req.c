@@ -207,6 +207,10 @@ static bool read_spec(const cJSON *root, const sv_defaults *def, sv_request *r, 
     p.exit_heads = def->heads;
     p.swift_state = p.method == SD_SPEC_SWIFT ? def->swift : NULL;
     p.accept_head = def->accept_head; /* SpecDec++ */
+    /* SV: the server's companion, profile and latency table (verify=sv needs them: the check says so) */
+    p.companion_ctx = def->spec.companion_ctx;
+    p.sv_profile = def->spec.sv_profile;
+    p.sv_latency = def->spec.sv_latency;
     if (sd_spec_check(def->model, def->dmodel, &p, &se) != SD_OK || sd_spec_check_ctx(def->ctx, &p, &se) != SD_OK)
         return BAD(e, "speculative", "speculative: %s", se.msg);
     r->spec = p;

@@ -15,7 +15,9 @@ void kern_quantize_q8(const float *x, int n_cols, act_q8 *out) {
         float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         out[b].d = fp16_to_f32(f32_to_fp16(d));
         for (int j = 0; j < 32; j++) out[b].qs[j] = (int8_t)roundf(v[j] * id);
-        for (int j = 0; j < 16; j++) out[b].s8[j] = (int16_t)(8 * (out[b].qs[2 * j] + out[b].qs[2 * j + 1]));
+        int sum = 0;
+        for (int j = 0; j < 32; j++) sum += out[b].qs[j];
+        out[b].s8 = 8 * sum;
     }
 }
 
@@ -51,7 +53,7 @@ static int blk_dot_q4_0(const unsigned char *blk, const int8_t *x) {
     return isum;
 }
 
-/* s += d_w * d_x * isum per block, blocks in order */
+/* s = fma(isum, d_w * d_x, s) per block, blocks in order (one rounding per block: the AVX2 kernels' chain) */
 #define SCALAR_QUANT_MM(name, BB, DOT)                                                                            \
     static void name(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,   \
                      float *y, int ldy, int r0, int r1) {                                                         \
@@ -64,7 +66,7 @@ static int blk_dot_q4_0(const unsigned char *blk, const int8_t *x) {
                     const unsigned char *blk = wr + (BB) * (size_t)b;                                             \
                     uint16_t h;                                                                                   \
                     memcpy(&h, blk, 2);                                                                           \
-                    s += fp16_to_f32(h) * xp[b].d * (float)DOT(blk, xp[b].qs);                                    \
+                    s = fmaf((float)DOT(blk, xp[b].qs), fp16_to_f32(h) * xp[b].d, s);                             \
                 }                                                                                                 \
                 y[(size_t)p * ldy + r] = s;                                                                       \
             }                                                                                                     \

@@ -53,6 +53,10 @@ $(BUILD)/src/kernels/%_avx2.o: src/kernels/%_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PIC) $(SIMD) -MMD -MP -c $< -o $@
 
+$(BUILD)/src/kernels/%_vnni.o: src/kernels/%_vnni.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PIC) $(SIMD) -mavxvnni -MMD -MP -c $< -o $@
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@

@@ -4,8 +4,9 @@
  * Y[p][r] = sum_c W[r][c] * X[p][c] for rows r in [r0, r1) and positions p in [0, n).
  * Batch invariance: the value of Y[p][r] is computed by the same sequence of operations whatever n, the tile
  * a position falls in, or the row range (thread split): one accumulation chain per (row, position) over the
- * columns in a fixed order. q8_0 and q4_0: one float chain over the 32-blocks, s = fma((float)isum_b, d_w * d_x, s)
- * with isum_b the exact integer dot of the block, in every table (so the AVX2 bits equal the scalar ones; kern_tile.h).
+ * columns in a fixed order. q4_0: one float chain over the 32-blocks, s = fma((float)isum_b, d_w * d_x, s) with isum_b
+ * the exact integer dot of the block, in every table (so the AVX2 bits equal the scalar ones; kern_tile.h); the
+ * K-quants: the scalar expression of kern.c in every table.
  * Quantized types take the activations pre-quantized, as llama.cpp does, in their
  * type's activation format (wtype.h): q8_0 and q4_0 to act_q8 blocks (kern_quantize_q8), the K-quants to act_q8k
  * blocks (kern_quantize_q8k, kquant.h), and use integer dot products per block. */

@@ -253,8 +253,76 @@ ROWS_MM(mm_f16_avx2, rows_float, T_F16, 3, 4)
 ROWS_MM(mm_bf16_avx2, rows_float, T_BF16, 3, 4)
 
 /* ------------------------------------------------------------------ quantized weight types (x as q8 blocks) */
-/* q8_0 and q4_0: kern_tile_avx2.c (8 rows in the lanes, one chain per output over the blocks) */
-enum { T_Q8_0, T_Q4_0 }; /* peak_quant's steps */
+enum { T_Q8_0, T_Q4_0 };
+
+/* q8_0: 8 lane chains per (row, position), then hsum8 (q4_0 and the K-quants of big blocks: kern_tile*.c, one
+ * chain per output). peak_quant measures both types' steps. */
+INLINE int blk_bytes(int t) { return t == T_Q8_0 ? 34 : 18; } /* fp16 scale + 32 int8 or 16 bytes of nibbles */
+INLINE float blk_d(const unsigned char *blk) {
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    return _cvtsh_ss(h);
+}
+
+/* One 32-block of R rows x P positions: one FMA per (row, position) chain. The integer pair sums are exact:
+ * |w| * sign(x, w). */
+INLINE void quant_block(int t, int R, int P, const unsigned char *const *wr, int b, const act_q8 *const *xp,
+                        __m256 r[4][4]) {
+    const int bb = blk_bytes(t);
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+        const unsigned char *blk = wr[i] + (size_t)b * bb;
+        __m256i wq = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+        __m256i ax = _mm256_sign_epi8(wq, wq);
+        const __m256 dwv = _mm256_set1_ps(blk_d(blk));
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) {
+            __m256i xq = _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].qs);
+            __m256i d16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(xq, wq));
+            __m256 q = _mm256_cvtepi32_ps(_mm256_madd_epi16(d16, ones));
+            /* the scale d_w * d_x as a vector product: the same bits as the scalar product, one operation */
+            r[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(dwv, _mm256_broadcast_ss(&xp[j][b].d)), q, r[i][j]);
+        }
+    }
+}
+
+/* R rows x P positions over all nb blocks of the rows; pf as in tile_float. */
+INLINE void tile_quant(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb,
+                       const act_q8 *const *xp, float *y, int ldy, int p0, size_t pf) {
+    const int bb = blk_bytes(t);
+    __m256 r[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) r[i][j] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        if (((b * bb) & 63) < bb) prefetch_rows(R, wr, (size_t)b * bb, pf);
+        quant_block(t, R, P, wr, b, xp, r);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = hsum8(r[i][j]);
+}
+
+/* Rows wr[0..R) against all n positions in ceil(n / PT) tiles of even sizes; pf in the first tile only (the later
+ * ones find the rows in L1). */
+INLINE void rows_quant(int t, int R, int PT, const unsigned char *const *wr, const int *ri, int cols, const void *x,
+                       size_t xs, int n, float *y, int ldy, size_t pf) {
+    const int nb = cols / 32;
+    const act_q8 *xp[4];
+    int nt = (n + PT - 1) / PT;
+    for (int ti = 0, p = 0; ti < nt; ti++) {
+        int P = (n - p) / (nt - ti);
+        for (int j = 0; j < P; j++) xp[j] = (const act_q8 *)(const void *)((const char *)x + (size_t)(p + j) * xs);
+        WITH_RP(tile_quant, t, R, P, wr, ri, nb, xp, y, ldy, p, ti == 0 ? pf : 0);
+        p += P;
+    }
+}
+
+/* quantized types: 2 rows x 4 positions (8 accumulators; the integer steps need the other registers) */
+ROWS_MM(mm_q8_0_avx2, rows_quant, T_Q8_0, 2, 4)
 
 /* ------------------------------------------------------------------ K-quants (x as act_q8k blocks) */
 /* A row's super-block prepared once for all the positions of a tile: its fields (kq_unpack), the scale vector of
@@ -716,7 +784,7 @@ static const kern_ops AVX2 = {
     .rmsnorm = rmsnorm_avx2,
     .peak = peak_avx2,
     .mm = {[GGML_F32] = mm_f32_avx2, [GGML_F16] = mm_f16_avx2, [GGML_BF16] = mm_bf16_avx2,
-           [GGML_Q8_0] = kern_tile_mm_q8_0, [GGML_Q4_0] = kern_tile_mm_q4_0, [GGML_Q2_K] = mm_q2_k_avx2,
+           [GGML_Q8_0] = mm_q8_0_avx2, [GGML_Q4_0] = kern_tile_mm_q4_0, [GGML_Q2_K] = mm_q2_k_avx2,
            [GGML_Q3_K] = mm_q3_k_avx2, [GGML_Q4_K] = mm_q4_k_avx2, [GGML_Q5_K] = mm_q5_k_avx2,
            [GGML_Q6_K] = mm_q6_k_avx2},
 };

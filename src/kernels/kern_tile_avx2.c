@@ -1,4 +1,4 @@
-/* AVX2 q8_0 / q4_0 kernels with eight rows in the lanes (kern_tile.h). Compiled with -mavx2 -mfma -mf16c; only
+/* AVX2 q4_0 kernel with eight rows in the lanes (kern_tile.h). Compiled with -mavx2 -mfma -mf16c; only
  * reached through the AVX2 table, after its CPUID check.
  *
  * Loop order: positions in groups (their activations stay in L2), then groups of 8 consecutive rows, then column
@@ -13,12 +13,15 @@
  *
  * q4_0: the staged values are the nibbles 0..15 (unsigned, as maddubs wants); sum (n - 8) x = sum n x - 8 sum x,
  * with 8 sum x from the activation block (act_q8.s8). Pair sums <= 2 * 15 * 128 and the four
- * quarters' sums <= 15360 fit int16. q8_0: |w| staged with w; maddubs(|w|, sign(x, w)) (pairs <= 2 * 128 * 127). */
+ * quarters' sums <= 15360 fit int16. (q8_0 tried the same way: 1.3x faster blocks of 64-256, but 1.7x slower decode,
+ * where the sign trick's extra work is not shared; it keeps kern_avx2.c's kernel.) */
 #include "kernels/kern_tile.h"
 
 #if defined(__x86_64__) && defined(SPECDEC_HAVE_AVX2)
 #include <immintrin.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kern.h"
@@ -28,7 +31,6 @@
 enum {
     TR = 8,          /* rows per group (the lanes) */
     KB_Q4 = 64,      /* blocks per staged chunk: 64 * (8 * 32 + 32) = 18 KiB */
-    KB_Q8 = 32,      /* 32 * (16 * 32 + 32) = 17 KiB */
     PG_MAX = 64      /* most positions per group */
 };
 
@@ -76,53 +78,26 @@ INLINE void stage_q4(const unsigned char *const *wr, int b, __m256i *v, float *d
     _mm256_store_ps(dw, stage_scales(wr, off));
 }
 
-/* q8_0 block b: v[4h + c] = values 8c..8c+7 of rows 4h..4h+3, a[] their magnitudes */
-INLINE void stage_q8(const unsigned char *const *wr, int b, __m256i *v, __m256i *a, float *dw) {
-    const size_t off = (size_t)b * 34;
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-        __m256i r0 = _mm256_loadu_si256((const __m256i *)(const void *)(wr[4 * h] + off + 2));
-        __m256i r1 = _mm256_loadu_si256((const __m256i *)(const void *)(wr[4 * h + 1] + off + 2));
-        __m256i r2 = _mm256_loadu_si256((const __m256i *)(const void *)(wr[4 * h + 2] + off + 2));
-        __m256i r3 = _mm256_loadu_si256((const __m256i *)(const void *)(wr[4 * h + 3] + off + 2));
-        __m256i t0 = _mm256_unpacklo_epi64(r0, r1), t1 = _mm256_unpackhi_epi64(r0, r1); /* [q0|q2], [q1|q3] */
-        __m256i t2 = _mm256_unpacklo_epi64(r2, r3), t3 = _mm256_unpackhi_epi64(r2, r3);
-        __m256i c[4] = {_mm256_permute2x128_si256(t0, t2, 0x20), _mm256_permute2x128_si256(t1, t3, 0x20),
-                        _mm256_permute2x128_si256(t0, t2, 0x31), _mm256_permute2x128_si256(t1, t3, 0x31)};
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; q++) {
-            _mm256_store_si256(v + 4 * h + q, c[q]);
-            _mm256_store_si256(a + 4 * h + q, _mm256_abs_epi8(c[q]));
-        }
-    }
-    _mm256_store_ps(dw, stage_scales(wr, off));
-}
-
 /* The 8 rows' exact block sums (lane order) of one staged q4_0 block with one position's activation block:
- * sum n x over the block (the caller subtracts 8 sum x). */
+ * sum n x over the block (the caller subtracts 8 sum x). With AVX-VNNI (this file compiled again as
+ * kern_tile_vnni.c) one dpbusd per (half, quarter) gives the same integers in the same lanes. */
 INLINE __m256i dot_q4(const __m256i *v, const int8_t *xq) {
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256i x0 = bcast8(xq), x1 = bcast8(xq + 8), x2 = bcast8(xq + 16), x3 = bcast8(xq + 24);
+#ifdef KERN_TILE_VNNI
+    __m256i s0 = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), v[0], x0);
+    __m256i s1 = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), v[4], x0);
+    s0 = _mm256_dpbusd_avx_epi32(s0, v[1], x1), s1 = _mm256_dpbusd_avx_epi32(s1, v[5], x1);
+    s0 = _mm256_dpbusd_avx_epi32(s0, v[2], x2), s1 = _mm256_dpbusd_avx_epi32(s1, v[6], x2);
+    s0 = _mm256_dpbusd_avx_epi32(s0, v[3], x3), s1 = _mm256_dpbusd_avx_epi32(s1, v[7], x3);
+    return _mm256_hadd_epi32(s0, s1);
+#else
+    const __m256i ones = _mm256_set1_epi16(1);
     __m256i s0 = _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(v[0], x0), _mm256_maddubs_epi16(v[1], x1)),
                                   _mm256_add_epi16(_mm256_maddubs_epi16(v[2], x2), _mm256_maddubs_epi16(v[3], x3)));
     __m256i s1 = _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(v[4], x0), _mm256_maddubs_epi16(v[5], x1)),
                                   _mm256_add_epi16(_mm256_maddubs_epi16(v[6], x2), _mm256_maddubs_epi16(v[7], x3)));
     return _mm256_hadd_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones));
-}
-
-INLINE __m256i dot_q8(const __m256i *v, const __m256i *a, const int8_t *xq) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i x[4] = {bcast8(xq), bcast8(xq + 8), bcast8(xq + 16), bcast8(xq + 24)};
-    __m256i s[2];
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-        __m256i p[4];
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; q++)
-            p[q] = _mm256_madd_epi16(_mm256_maddubs_epi16(a[4 * h + q], _mm256_sign_epi8(x[q], v[4 * h + q])), ones);
-        s[h] = _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3]));
-    }
-    return _mm256_hadd_epi32(s[0], s[1]);
+#endif
 }
 
 /* positions per group: their activations within ~512 KiB (L2) */
@@ -131,12 +106,10 @@ INLINE int pos_group(size_t xs) {
     return g > PG_MAX ? PG_MAX : g < 1 ? 1 : (int)g;
 }
 
-/* the shared walk; q4 selects the type (a compile-time constant in each caller) */
-INLINE void mm_tile(int q4, const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,
+static void mm_tile_q4(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,
                     int ldy, int r0, int r1) {
-    const int nb = cols / 32, KB = q4 ? KB_Q4 : KB_Q8, bb = q4 ? 18 : 34;
+    const int nb = cols / 32, KB = KB_Q4, bb = 18;
     _Alignas(32) __m256i sv[KB_Q4 * 8];      /* staged values [KB][8] */
-    _Alignas(32) __m256i sa[KB_Q8 * 8];      /* q8_0: staged magnitudes [KB][8] */
     _Alignas(32) float sd[KB_Q4 * 8];        /* staged scales [KB][8 lanes] */
     _Alignas(32) __m256 acc[PG_MAX];         /* the chains of the 8 rows x the group's positions */
     const int pg = pos_group(xs);
@@ -154,18 +127,13 @@ INLINE void mm_tile(int q4, const unsigned char *w, size_t rb, int cols, const v
                 for (int k = 0; k < kn; k++) {
                     if (((k0 + k) * bb & 63) < bb)
                         for (int i = 0; i < TR; i++) _mm_prefetch((const char *)wr[i] + (size_t)(k0 + k) * bb + 512, _MM_HINT_T0);
-                    if (q4) stage_q4(wr, k0 + k, sv + 8 * k, sd + 8 * k);
-                    else stage_q8(wr, k0 + k, sv + 8 * k, sa + 8 * k, sd + 8 * k);
+                    stage_q4(wr, k0 + k, sv + 8 * k, sd + 8 * k);
                 }
                 for (int p = 0; p < np; p++) {
                     const act_q8 *xb = xg[p] + k0;
                     __m256 s = acc[p];
                     for (int k = 0; k < kn; k++) {
-                        __m256i is;
-                        if (q4)
-                            is = _mm256_sub_epi32(dot_q4(sv + 8 * k, xb[k].qs), _mm256_set1_epi32(xb[k].s8));
-                        else
-                            is = dot_q8(sv + 8 * k, sa + 8 * k, xb[k].qs);
+                        __m256i is = _mm256_sub_epi32(dot_q4(sv + 8 * k, xb[k].qs), _mm256_set1_epi32(xb[k].s8));
                         __m256 dd = _mm256_mul_ps(_mm256_load_ps(sd + 8 * k), _mm256_set1_ps(xb[k].d));
                         s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), dd, s);
                     }
@@ -183,13 +151,34 @@ INLINE void mm_tile(int q4, const unsigned char *w, size_t rb, int cols, const v
     }
 }
 
-void kern_tile_mm_q8_0(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y, int ldy,
-                       int r0, int r1) {
-    mm_tile(0, w, rb, cols, x, xs, n, y, ldy, r0, r1);
+#ifdef KERN_TILE_VNNI
+void kern_tile_mm_q4_0_vnni(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,
+                            int ldy, int r0, int r1) {
+    mm_tile_q4(w, rb, cols, x, xs, n, y, ldy, r0, r1);
+}
+#else
+#include <cpuid.h>
+#include <stdatomic.h>
+
+void kern_tile_mm_q4_0_vnni(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,
+                            int ldy, int r0, int r1);
+
+/* AVX-VNNI: CPUID leaf 7 subleaf 1, EAX bit 4 (the same bits either way; only the speed differs) */
+static bool has_avx_vnni(void) {
+    static atomic_int known = 0; /* 0 unknown, 1 no, 2 yes */
+    int k = atomic_load_explicit(&known, memory_order_relaxed);
+    if (!k) {
+        unsigned a, b, c, d;
+        k = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) && !getenv("SPECDEC_NO_VNNI") ? 2 : 1;
+        atomic_store_explicit(&known, k, memory_order_relaxed);
+    }
+    return k == 2;
 }
 
 void kern_tile_mm_q4_0(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y, int ldy,
                        int r0, int r1) {
-    mm_tile(1, w, rb, cols, x, xs, n, y, ldy, r0, r1);
+    if (has_avx_vnni()) kern_tile_mm_q4_0_vnni(w, rb, cols, x, xs, n, y, ldy, r0, r1);
+    else mm_tile_q4(w, rb, cols, x, xs, n, y, ldy, r0, r1);
 }
+#endif
 #endif

@@ -49,9 +49,13 @@ help:
 	@echo "make fuzz     build and briefly run the fuzzers: GGUF reader, model load + forward, JSONL (clang libFuzzer)"
 	@echo "make loadtest 64 clients against specdec serve for 5 minutes (loadtest-short: 30 s); LOAD_* in tests/loadtest.sh"
 
-$(BUILD)/src/kernels/kern_avx2.o: src/kernels/kern_avx2.c
+$(BUILD)/src/kernels/%_avx2.o: src/kernels/%_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PIC) $(SIMD) -MMD -MP -c $< -o $@
+
+$(BUILD)/src/kernels/%_vnni.o: src/kernels/%_vnni.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PIC) $(SIMD) -mavxvnni -MMD -MP -c $< -o $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -1,6 +1,6 @@
 /* Invariants of the forward pass on every test model:
  *  - batch invariance: the logits of position i are bit-identical whether computed alone or inside blocks of
- *    2..16 positions, and with 1 or 2 threads;
+ *    2..16, 31 and 40 positions (the kernels' tiles for long blocks), and with 1 or 2 threads;
  *  - KV rollback: generate, truncate back k positions, regenerate == a run that never went there (logits and
  *    every cached K/V row, bit for bit);
  *  - tree blocks: a node's logits equal those of the chain made of its ancestors. */
@@ -16,7 +16,7 @@ enum { N_SEQ = 40 };
 static sd_ctx *new_ctx(sd_model *m, int threads) {
     sd_ctx_params cp = sd_ctx_default_params();
     cp.n_ctx = 128;
-    cp.n_batch = 16;
+    cp.n_batch = N_SEQ;
     cp.n_threads = threads;
     sd_ctx *c = NULL;
     sd_error err;
@@ -27,7 +27,7 @@ static sd_ctx *new_ctx(sd_model *m, int threads) {
 /* logits of all N_SEQ positions, fed in chunks of k. out: [N_SEQ][V] */
 static bool run_chunks(sd_ctx *c, const int32_t *seq, int k, int V, float *out) {
     sd_kv_truncate(c, 0, 0, NULL);
-    uint8_t want[16];
+    uint8_t want[N_SEQ];
     memset(want, 1, sizeof want);
     for (int i = 0; i < N_SEQ; i += k) {
         int n = N_SEQ - i < k ? N_SEQ - i : k;
@@ -46,19 +46,21 @@ static void check_batch_invariance(const char *name, sd_model *m, int V) {
     sd_ctx *c1 = new_ctx(m, 1), *c2 = new_ctx(m, 2);
     CHECK(c1 && c2 && run_chunks(c1, seq, 1, V, ref), "%s: reference run", name);
     int bad_k = 0;
-    for (int k = 2; k <= 16; k++) {
+    static const int kl[] = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 31, N_SEQ};
+    for (size_t ki = 0; ki < sizeof kl / sizeof kl[0]; ki++) {
+        const int k = kl[ki];
         CHECK(run_chunks(c1, seq, k, V, got), "%s: run k=%d", name, k);
         bool same = memcmp(ref, got, (size_t)N_SEQ * V * sizeof *ref) == 0;
         if (!same) bad_k = k;
         CHECK(same, "%s: blocks of %d change the logits' bits", name, k);
     }
-    int ks[] = {1, 3, 8, 16};
-    for (int i = 0; i < 4; i++) {
+    int ks[] = {1, 3, 8, 16, N_SEQ};
+    for (int i = 0; i < 5; i++) {
         CHECK(run_chunks(c2, seq, ks[i], V, got), "%s: 2-thread run", name);
         CHECK(memcmp(ref, got, (size_t)N_SEQ * V * sizeof *ref) == 0, "%s: 2 threads (blocks of %d) change the bits",
               name, ks[i]);
     }
-    printf("  %-22s batch invariance over blocks 1..16 and 1/2 threads: %s\n", name, bad_k ? "FAILED" : "bit-identical");
+    printf("  %-22s batch invariance over blocks 1..16, 31, %d and 1/2 threads: %s\n", name, N_SEQ, bad_k ? "FAILED" : "bit-identical");
     sd_ctx_free(c1);
     sd_ctx_free(c2);
     free(ref);

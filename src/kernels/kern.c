@@ -15,7 +15,9 @@ void kern_quantize_q8(const float *x, int n_cols, act_q8 *out) {
         float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         out[b].d = fp16_to_f32(f32_to_fp16(d));
         for (int j = 0; j < 32; j++) out[b].qs[j] = (int8_t)roundf(v[j] * id);
-        for (int j = 0; j < 16; j++) out[b].s8[j] = (int16_t)(8 * (out[b].qs[2 * j] + out[b].qs[2 * j + 1]));
+        int sum = 0;
+        for (int j = 0; j < 32; j++) sum += out[b].qs[j];
+        out[b].s8 = 8 * sum;
     }
 }
 
@@ -51,8 +53,9 @@ static int blk_dot_q4_0(const unsigned char *blk, const int8_t *x) {
     return isum;
 }
 
-/* s += d_w * d_x * isum per block, blocks in order */
-#define SCALAR_QUANT_MM(name, BB, DOT)                                                                            \
+/* q8_0: s += d_w * d_x * isum per block (FMA = 0); q4_0: s = fma(isum, d_w * d_x, s) (FMA = 1: the AVX2 kernel's
+ * chain, the same bits); blocks in order */
+#define SCALAR_QUANT_MM(name, BB, DOT, FMA)                                                                            \
     static void name(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,   \
                      float *y, int ldy, int r0, int r1) {                                                         \
         for (int r = r0; r < r1; r++) {                                                                           \
@@ -64,14 +67,15 @@ static int blk_dot_q4_0(const unsigned char *blk, const int8_t *x) {
                     const unsigned char *blk = wr + (BB) * (size_t)b;                                             \
                     uint16_t h;                                                                                   \
                     memcpy(&h, blk, 2);                                                                           \
-                    s += fp16_to_f32(h) * xp[b].d * (float)DOT(blk, xp[b].qs);                                    \
+                    if (FMA) s = fmaf((float)DOT(blk, xp[b].qs), fp16_to_f32(h) * xp[b].d, s);                    \
+                    else s += fp16_to_f32(h) * xp[b].d * (float)DOT(blk, xp[b].qs);                               \
                 }                                                                                                 \
                 y[(size_t)p * ldy + r] = s;                                                                       \
             }                                                                                                     \
         }                                                                                                         \
     }
-SCALAR_QUANT_MM(mm_q8_0_scalar, 34, blk_dot_q8_0)
-SCALAR_QUANT_MM(mm_q4_0_scalar, 18, blk_dot_q4_0)
+SCALAR_QUANT_MM(mm_q8_0_scalar, 34, blk_dot_q8_0, 0)
+SCALAR_QUANT_MM(mm_q4_0_scalar, 18, blk_dot_q4_0, 1)
 
 /* K-quants (x as act_q8k rows): per super-block the exact integer sums (kq_dot_ints), then
  * s += (d_w * d_x) * isum - (dmin_w * d_x) * msum, super-blocks in order */

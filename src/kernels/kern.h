@@ -4,7 +4,10 @@
  * Y[p][r] = sum_c W[r][c] * X[p][c] for rows r in [r0, r1) and positions p in [0, n).
  * Batch invariance: the value of Y[p][r] is computed by the same sequence of operations whatever n, the tile
  * a position falls in, or the row range (thread split): one accumulation chain per (row, position) over the
- * columns in a fixed order. Quantized types take the activations pre-quantized, as llama.cpp does, in their
+ * columns in a fixed order. q4_0: one float chain over the 32-blocks, s = fma((float)isum_b, d_w * d_x, s) with isum_b
+ * the exact integer dot of the block, in every table (so the AVX2 bits equal the scalar ones; kern_tile.h); the
+ * K-quants: the scalar expression of kern.c in every table.
+ * Quantized types take the activations pre-quantized, as llama.cpp does, in their
  * type's activation format (wtype.h): q8_0 and q4_0 to act_q8 blocks (kern_quantize_q8), the K-quants to act_q8k
  * blocks (kern_quantize_q8k, kquant.h), and use integer dot products per block. */
 #ifndef SD_KERNELS_KERN_H
@@ -15,12 +18,12 @@
 
 #include "kernels/wtype.h"
 
-/* An activation block of 32 values: the fp16-rounded scale as float + 32 int8, and s8[i] = 8 (qs[2i] + qs[2i+1])
- * (lets q4_0 kernels multiply the stored unsigned nibbles directly: sum (n - 8) x = sum n x - sum 8 x). */
+/* An activation block of 32 values: the fp16-rounded scale as float + 32 int8, and s8 = 8 * (sum of the qs)
+ * (lets q4_0 kernels multiply the stored unsigned nibbles directly: sum (n - 8) x = sum n x - 8 sum x). */
 typedef struct act_q8 {
     float d;
     int8_t qs[32];
-    int16_t s8[16];
+    int32_t s8;
 } act_q8;
 
 /* w: [rows][row_bytes] weights; x: [n][x_stride bytes] float rows (float types) or activation block rows (quantized);

@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "kernels/kern_tile.h"
+#include "kernels/kq_levels_avx2.h"
 #include "kernels/kquant.h"
 #include "util/fp16.h"
 
@@ -253,13 +255,8 @@ ROWS_MM(mm_bf16_avx2, rows_float, T_BF16, 3, 4)
 /* ------------------------------------------------------------------ quantized weight types (x as q8 blocks) */
 enum { T_Q8_0, T_Q4_0 };
 
-/* q8_0: the signed weights; q4_0: the unsigned nibbles 0..15 (elements 0..15 low, 16..31 high) */
-INLINE __m256i unpack(int t, const unsigned char *blk) {
-    if (t == T_Q8_0) return _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2));
-    __m256i b = _mm256_insertf128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
-    return _mm256_and_si256(b, _mm256_set1_epi8(0x0f));
-}
+/* q8_0: 8 lane chains per (row, position), then hsum8 (q4_0 and the K-quants of big blocks: kern_tile*.c, one
+ * chain per output). peak_quant measures both types' steps. */
 INLINE int blk_bytes(int t) { return t == T_Q8_0 ? 34 : 18; } /* fp16 scale + 32 int8 or 16 bytes of nibbles */
 INLINE float blk_d(const unsigned char *blk) {
     uint16_t h;
@@ -267,8 +264,8 @@ INLINE float blk_d(const unsigned char *blk) {
     return _cvtsh_ss(h);
 }
 
-/* One 32-block of R rows x P positions: one FMA per (row, position) chain. The integer pair sums are exact either
- * way: q8_0 uses |w| * sign(x, w); q4_0 uses nibble * x - 8 (x0 + x1) (the precomputed s8). */
+/* One 32-block of R rows x P positions: one FMA per (row, position) chain. The integer pair sums are exact:
+ * |w| * sign(x, w). */
 INLINE void quant_block(int t, int R, int P, const unsigned char *const *wr, int b, const act_q8 *const *xp,
                         __m256 r[4][4]) {
     const int bb = blk_bytes(t);
@@ -276,17 +273,13 @@ INLINE void quant_block(int t, int R, int P, const unsigned char *const *wr, int
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
         const unsigned char *blk = wr[i] + (size_t)b * bb;
-        __m256i wq = unpack(t, blk);
-        __m256i ax = t == T_Q8_0 ? _mm256_sign_epi8(wq, wq) : wq;
+        __m256i wq = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+        __m256i ax = _mm256_sign_epi8(wq, wq);
         const __m256 dwv = _mm256_set1_ps(blk_d(blk));
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) {
             __m256i xq = _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].qs);
-            __m256i d16;
-            if (t == T_Q8_0) d16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(xq, wq));
-            else
-                d16 = _mm256_sub_epi16(_mm256_maddubs_epi16(ax, xq),
-                                       _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].s8));
+            __m256i d16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(xq, wq));
             __m256 q = _mm256_cvtepi32_ps(_mm256_madd_epi16(d16, ones));
             /* the scale d_w * d_x as a vector product: the same bits as the scalar product, one operation */
             r[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(dwv, _mm256_broadcast_ss(&xp[j][b].d)), q, r[i][j]);
@@ -330,7 +323,6 @@ INLINE void rows_quant(int t, int R, int PT, const unsigned char *const *wr, con
 
 /* quantized types: 2 rows x 4 positions (8 accumulators; the integer steps need the other registers) */
 ROWS_MM(mm_q8_0_avx2, rows_quant, T_Q8_0, 2, 4)
-ROWS_MM(mm_q4_0_avx2, rows_quant, T_Q4_0, 2, 4)
 
 /* ------------------------------------------------------------------ K-quants (x as act_q8k blocks) */
 /* A row's super-block prepared once for all the positions of a tile: its fields (kq_unpack), the scale vector of
@@ -341,67 +333,6 @@ typedef struct kq_prep {
     __m256i sc[8];
     __m256i corr, mn;
 } kq_prep;
-
-INLINE void st32(uint8_t *dst, __m256i v) { _mm256_storeu_si256((__m256i *)(void *)dst, v); }
-INLINE __m256i ld32(const unsigned char *src) { return _mm256_loadu_si256((const __m256i *)(const void *)src); }
-
-/* The 256 levels of a super-block with vectors (the bit placement in kquant.h); the same bytes as kq_unpack. Byte
- * shifts are done as 16-bit shifts followed by a mask, which drops the bits that cross into the neighbour byte. */
-INLINE void kq_levels(int t, const unsigned char *b, uint8_t *u) {
-    const __m256i m1 = _mm256_set1_epi8(1), m3 = _mm256_set1_epi8(3), m15 = _mm256_set1_epi8(15);
-    switch (t) {
-    case GGML_Q2_K:
-        for (int h = 0; h < 2; h++) {
-            __m256i v = ld32(b + 16 + 32 * h);
-            for (int j = 0; j < 4; j++) st32(u + 128 * h + 32 * j, _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m3));
-        }
-        break;
-    case GGML_Q3_K: {
-        __m256i hm = ld32(b);
-        for (int h = 0; h < 2; h++) {
-            __m256i v = ld32(b + 32 + 32 * h);
-            for (int j = 0; j < 4; j++) {
-                __m256i lo = _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m3);
-                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), m1);
-                st32(u + 128 * h + 32 * j, _mm256_or_si256(lo, _mm256_slli_epi16(hi, 2)));
-            }
-        }
-        break;
-    }
-    case GGML_Q4_K:
-        for (int j = 0; j < 4; j++) {
-            __m256i v = ld32(b + 16 + 32 * j);
-            st32(u + 64 * j, _mm256_and_si256(v, m15));
-            st32(u + 64 * j + 32, _mm256_and_si256(_mm256_srli_epi16(v, 4), m15));
-        }
-        break;
-    case GGML_Q5_K: {
-        __m256i qh = ld32(b + 16);
-        for (int j = 0; j < 4; j++) {
-            __m256i v = ld32(b + 48 + 32 * j);
-            __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), m1), 4);
-            __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), m1), 4);
-            st32(u + 64 * j, _mm256_or_si256(_mm256_and_si256(v, m15), h0));
-            st32(u + 64 * j + 32, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m15), h1));
-        }
-        break;
-    }
-    case GGML_Q6_K:
-        for (int h = 0; h < 2; h++) {
-            __m256i l0 = ld32(b + 64 * h), l1 = ld32(b + 64 * h + 32), q = ld32(b + 128 + 32 * h);
-            __m256i q0 = _mm256_slli_epi16(_mm256_and_si256(q, m3), 4);
-            __m256i q1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 2), m3), 4);
-            __m256i q2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m3), 4);
-            __m256i q3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 6), m3), 4);
-            st32(u + 128 * h, _mm256_or_si256(_mm256_and_si256(l0, m15), q0));
-            st32(u + 128 * h + 32, _mm256_or_si256(_mm256_and_si256(l1, m15), q1));
-            st32(u + 128 * h + 64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15), q2));
-            st32(u + 128 * h + 96, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15), q3));
-        }
-        break;
-    default: break;
-    }
-}
 
 INLINE void kq_prepare(int t, const unsigned char *blk, kq_prep *p) {
     kq_unpack_scales((uint32_t)t, blk, &p->f);
@@ -478,11 +409,24 @@ INLINE void rows_kq(int t, int R, int PT, const unsigned char *const *wr, const 
     }
 }
 
-ROWS_MM(mm_q2_k_avx2, rows_kq, GGML_Q2_K, 2, 4)
-ROWS_MM(mm_q3_k_avx2, rows_kq, GGML_Q3_K, 2, 4)
-ROWS_MM(mm_q4_k_avx2, rows_kq, GGML_Q4_K, 2, 4)
-ROWS_MM(mm_q5_k_avx2, rows_kq, GGML_Q5_K, 2, 4)
-ROWS_MM(mm_q6_k_avx2, rows_kq, GGML_Q6_K, 2, 4)
+ROWS_MM(mm_q2_k_rows, rows_kq, GGML_Q2_K, 2, 4)
+ROWS_MM(mm_q3_k_rows, rows_kq, GGML_Q3_K, 2, 4)
+ROWS_MM(mm_q4_k_rows, rows_kq, GGML_Q4_K, 2, 4)
+ROWS_MM(mm_q5_k_rows, rows_kq, GGML_Q5_K, 2, 4)
+ROWS_MM(mm_q6_k_rows, rows_kq, GGML_Q6_K, 2, 4)
+
+/* blocks of KERN_TILE_KQ_MIN positions and more: 8 rows in the lanes (kern_tile_kq_avx2.c); both give the scalar
+ * reference's bits */
+#define KQ_MM(name, ROWS, TILE)                                                                                   \
+    static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
+                     int ldy, int r0, int r1) {                                                                   \
+        (n >= KERN_TILE_KQ_MIN ? TILE : ROWS)(w, rb, cols, x, xs, n, y, ldy, r0, r1);                             \
+    }
+KQ_MM(mm_q2_k_avx2, mm_q2_k_rows, kern_tile_mm_q2_k)
+KQ_MM(mm_q3_k_avx2, mm_q3_k_rows, kern_tile_mm_q3_k)
+KQ_MM(mm_q4_k_avx2, mm_q4_k_rows, kern_tile_mm_q4_k)
+KQ_MM(mm_q5_k_avx2, mm_q5_k_rows, kern_tile_mm_q5_k)
+KQ_MM(mm_q6_k_avx2, mm_q6_k_rows, kern_tile_mm_q6_k)
 
 /* ------------------------------------------------------------------ attention helpers */
 static float dot_avx2(const float *a, const float *b, int n) {
@@ -724,7 +668,7 @@ static void quantize_q8_avx2(const float *x, int n_cols, act_q8 *out) {
         q8 = _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256((__m256i *)(void *)out[b].qs, q8);
         __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), q8); /* qs[2j] + qs[2j+1] */
-        _mm256_storeu_si256((__m256i *)(void *)out[b].s8, _mm256_slli_epi16(pairs, 3));
+        out[b].s8 = 8 * hsum_i32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
     }
 }
 
@@ -840,7 +784,7 @@ static const kern_ops AVX2 = {
     .rmsnorm = rmsnorm_avx2,
     .peak = peak_avx2,
     .mm = {[GGML_F32] = mm_f32_avx2, [GGML_F16] = mm_f16_avx2, [GGML_BF16] = mm_bf16_avx2,
-           [GGML_Q8_0] = mm_q8_0_avx2, [GGML_Q4_0] = mm_q4_0_avx2, [GGML_Q2_K] = mm_q2_k_avx2,
+           [GGML_Q8_0] = mm_q8_0_avx2, [GGML_Q4_0] = kern_tile_mm_q4_0, [GGML_Q2_K] = mm_q2_k_avx2,
            [GGML_Q3_K] = mm_q3_k_avx2, [GGML_Q4_K] = mm_q4_k_avx2, [GGML_Q5_K] = mm_q5_k_avx2,
            [GGML_Q6_K] = mm_q6_k_avx2},
 };

@@ -52,7 +52,8 @@ class SpecParams(ctypes.Structure):
                 ("del_layers", c_int * 64), ("del_n_layers", c_int), ("del_every", c_int), ("sb_tau", c_float),
                 ("sb_alpha", c_float), ("sb_depth", c_int), ("sb_width", c_int), ("tree_nodes", c_int),
                 ("tree_topk", c_int * 8), ("tree_conf", c_float * 7), ("n_tree_conf", c_int),
-                ("round_cb", c_void_p), ("round_user", c_void_p)]
+                ("round_cb", c_void_p), ("round_user", c_void_p),
+                ("accept_head", c_void_p), ("stop_threshold", c_float)]  # SpecDec++
 
 
 class SessionParams(ctypes.Structure):

@@ -141,9 +141,7 @@ static float softmax_scalar(float *s, int n) {
 }
 
 static void rmsnorm_scalar(const float *x, const float *g, int n, float eps, float *out) {
-    float ss = 0.0f;
-    for (int i = 0; i < n; i++) ss += x[i] * x[i];
-    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    float r = kern_rms_scale(x, n, eps);
     for (int i = 0; i < n; i++) out[i] = x[i] * r * g[i];
 }
 

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 
 #include "kernels/wtype.h"
 
@@ -48,7 +49,7 @@ typedef struct kern_ops {
     float (*softmax)(float *s, int n);
     /* kern_quantize_q8, the same bits */
     void (*quantize_q8)(const float *x, int n_cols, act_q8 *out);
-    /* out[i] = x[i] * r * g[i], r = 1 / sqrt(sum x^2 / n + eps) (the sum's order is the table's own) */
+    /* out[i] = x[i] * r * g[i], r = kern_rms_scale(x, n, eps) */
     void (*rmsnorm)(const float *x, const float *g, int n, float eps, float *out);
     /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n. */
     void (*silu_mul)(float *g, const float *u, size_t n);
@@ -66,6 +67,18 @@ const kern_ops *kern_best(void);
  * the step for about `seconds`; best of 3). Returns 0 when the type has no such step (scalar table, other types)
  * and -1 when threads cannot be started. */
 double kern_peak(uint32_t type, int n_threads, double seconds);
+
+/* The RMSNorm scale of x[n] as ggml computes it on the CPU: float squares summed in double in order, the mean
+ * rounded to float, r = 1 / sqrtf(mean + eps) (both tables' rmsnorm use it). */
+static inline float kern_rms_scale(const float *x, int n, float eps) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        float sq = x[i] * x[i];
+        sum += (double)sq;
+    }
+    const float mean = (float)(sum / n);
+    return 1.0f / sqrtf(mean + eps);
+}
 
 /* Quantizes x[n_cols] (n_cols % 32 == 0) to n_cols/32 blocks: d = max |x| / 127 (stored fp16-rounded),
  * q = round(x / d) with halves away from zero (the reference; the tables' quantize_q8 gives the same bits). */

@@ -665,17 +665,10 @@ static float softmax_avx2(float *s, int n) {
     return hsum8(sum);
 }
 
-/* the sum of squares in 8 lanes (then hsum8 and the tail in order), the scaling as the scalar table does it */
+/* the scale from kern_rms_scale (as the scalar table), the scaling as the scalar table does it */
 static void rmsnorm_avx2(const float *x, const float *g, int n, float eps, float *out) {
     const int n8 = n & ~7;
-    __m256 acc = _mm256_setzero_ps();
-    for (int i = 0; i < n8; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(v, v));
-    }
-    float ss = hsum8(acc);
-    for (int i = n8; i < n; i++) ss += x[i] * x[i];
-    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    float r = kern_rms_scale(x, n, eps);
     const __m256 rv = _mm256_set1_ps(r);
     for (int i = 0; i < n8; i += 8)
         _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), rv), _mm256_loadu_ps(g + i)));

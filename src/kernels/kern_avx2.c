@@ -436,13 +436,53 @@ INLINE void kq_dot_avx2(const kq_prep *p, const act_q8k *x, int32_t *isum, int32
     *msum = hsum_i32(_mm256_madd_epi16(p->mn, bs));
 }
 
+/* Q6_K: the 8 lanes of kq_lanes_q6k (the sums kq_dot_avx2 adds up, the offset part per lane) */
+INLINE __m256i kq_lanes_avx2(const kq_prep *p, const act_q8k *x) {
+    __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(p->f.u + 32 * c));
+        __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 32 * c));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), p->sc[c]));
+    }
+    __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
+    return _mm256_sub_epi32(acc, _mm256_madd_epi16(p->corr, bs));
+}
+
 /* R rows x P positions over all super-blocks: per (row, position) one float chain, the scalar table's expression
  * per super-block (so the bits equal the scalar reference's) */
 INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                     float *y, int ldy, int p0, size_t pf) {
     const int bb = t == GGML_Q2_K ? 84 : t == GGML_Q3_K ? 110 : t == GGML_Q4_K ? 144 : t == GGML_Q5_K ? 176 : 210;
-    float s[4][4] = {{0}};
     kq_prep prep;
+    if (t == GGML_Q6_K) { /* ggml's 8-lane chain (kq_lanes_q6k): the lanes of kq_dot_avx2 before its sums */
+        __m256 acc[4][4];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) acc[i][j] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            prefetch_rows(R, wr, (size_t)b * bb, pf);
+            prefetch_rows(R, wr, (size_t)b * bb + 64, pf);
+            prefetch_rows(R, wr, (size_t)b * bb + 128, pf);
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                kq_prepare(t, wr[i] + (size_t)b * bb, &prep);
+#pragma GCC unroll 4
+                for (int j = 0; j < P; j++) {
+                    __m256i lanes = kq_lanes_avx2(&prep, &xp[j][b]);
+                    const __m256 dq = _mm256_set1_ps(xp[j][b].d * prep.f.d);
+                    acc[i][j] = _mm256_fmadd_ps(dq, _mm256_cvtepi32_ps(lanes), acc[i][j]);
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = hsum8(acc[i][j]);
+        return;
+    }
+    float s[4][4] = {{0}};
     for (int b = 0; b < nb; b++) {
         prefetch_rows(R, wr, (size_t)b * bb, pf);
         prefetch_rows(R, wr, (size_t)b * bb + 64, pf);

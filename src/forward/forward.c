@@ -104,14 +104,19 @@ void fwd_matmul(sd_ctx *c, const tensor *w, const float *x, int ldx, int n, floa
 }
 
 
-/* cos/sin table for every position of the context (computed once; the same values every call) */
+/* cos/sin table for every position of the context (computed once; the same values every call), as ggml's CPU rope
+ * computes them (ggml_rope_cache_init): theta starts at the position as a float and is multiplied by
+ * theta_scale = powf(base, -2 / head_dim) per pair, then cosf, sinf. */
 static void rope_table(float *cs, int n_ctx, int hd, float base) {
-    for (int p = 0; p < n_ctx; p++)
+    const float theta_scale = powf(base, -2.0f / (float)hd);
+    for (int p = 0; p < n_ctx; p++) {
+        float theta = (float)p;
         for (int i = 0; i < hd / 2; i++) {
-            double theta = (double)p * pow((double)base, -2.0 * i / hd);
-            cs[((size_t)p * (hd / 2) + i) * 2] = (float)cos(theta);
-            cs[((size_t)p * (hd / 2) + i) * 2 + 1] = (float)sin(theta);
+            cs[((size_t)p * (hd / 2) + i) * 2] = cosf(theta);
+            cs[((size_t)p * (hd / 2) + i) * 2 + 1] = sinf(theta);
+            theta *= theta_scale;
         }
+    }
 }
 
 /* ------------------------------------------------------------------ context */
@@ -298,8 +303,9 @@ static void rope(float *x, int n_heads, int hd, const float *cs_pos, rope_kind k
             float cs = cs_pos[2 * i], sn = cs_pos[2 * i + 1];
             int a = kind == ROPE_KIND_NORM ? 2 * i : i, b = kind == ROPE_KIND_NORM ? 2 * i + 1 : i + hd / 2;
             float x0 = v[a], x1 = v[b];
-            v[a] = x0 * cs - x1 * sn;
-            v[b] = x0 * sn + x1 * cs;
+            /* ggml's rotate_pairs as llama.cpp's build computes it (contracted: one fma each) */
+            v[a] = fmaf(x0, cs, -(x1 * sn));
+            v[b] = fmaf(x0, sn, x1 * cs);
         }
     }
 }
@@ -447,7 +453,8 @@ static void layer_mlp(sd_ctx *c, int l, int n) {
     float *ys[2] = {c->gate, c->up};
     int lds[2] = {F, F};
     matmul_multi(c, c->xn, E, n, 2, ws, ys, lds);
-    c->ops->silu_mul(c->gate, c->up, (size_t)n * F);
+    for (int i = 0; i < n; i++) /* row by row, as ggml's swiglu (its groups of 16 start at each row) */
+        c->ops->silu_mul(c->gate + (size_t)i * F, c->up + (size_t)i * F, (size_t)F);
     fwd_matmul(c, &w->w_down, c->gate, F, n, c->tmp, E);
     for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->tmp[i];
 }

@@ -158,7 +158,9 @@ static void rmsnorm_scalar(const float *x, const float *g, int n, float eps, flo
 }
 
 static void silu_mul_scalar(float *g, const float *u, size_t n) {
-    for (size_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    const size_t n16 = n & ~(size_t)15;
+    for (size_t i = 0; i < n16; i++) g[i] = g[i] / (1.0f + kern_ggml_expf(0.0f - g[i])) * u[i];
+    for (size_t i = n16; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 static const kern_ops SCALAR = {

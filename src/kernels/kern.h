@@ -51,7 +51,9 @@ typedef struct kern_ops {
     void (*quantize_q8)(const float *x, int n_cols, act_q8 *out);
     /* out[i] = x[i] * r * g[i], r = kern_rms_scale(x, n, eps) */
     void (*rmsnorm)(const float *x, const float *g, int n, float eps, float *out);
-    /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n. */
+    /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n, as ggml's CPU swiglu on a row of n:
+     * whole groups of 16 with kern_ggml_expf (its AVX-512 ggml_v_expf), the rest with libm expf. Both tables give
+     * the same bits. */
     void (*silu_mul)(float *g, const float *u, size_t n);
     /* Runs iters steps of a type's inner arithmetic with every operand in registers; returns the multiply-adds
      * done (0: not provided). For measuring the compute ceiling (kern_peak). */
@@ -78,6 +80,20 @@ static inline float kern_rms_scale(const float *x, int n, float eps) {
     }
     const float mean = (float)(sum / n);
     return 1.0f / sqrtf(mean + eps);
+}
+
+/* ggml's vector expf (ggml-cpu vec.h ggml_v_expf, AVX-512: within 1.5 ulp) one value at a time, the same operations
+ * (fma where it uses one), so the same bits. */
+static inline float kern_ggml_expf(float x) {
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                         fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    return ldexpf(j, (int)n); /* scalef: j * 2^n, rounded once */
 }
 
 /* Quantizes x[n_cols] (n_cols % 32 == 0) to n_cols/32 blocks: d = max |x| / 127 (stored fp16-rounded),

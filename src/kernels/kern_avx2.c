@@ -715,18 +715,35 @@ static void rmsnorm_avx2(const float *x, const float *g, int n, float eps, float
     for (int i = n8; i < n; i++) out[i] = x[i] * r * g[i];
 }
 
-INLINE __m256 silu_mul8(__m256 g, __m256 u) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g)))), u);
+/* kern_ggml_expf in 8 lanes, for silu: the same operations up to the scaling by 2^n, which is exact here for
+ * n in [-126, 127]; below, 1 + e is 1 either way (e < 2^-125), above, e is +inf as ggml's scalef gives. */
+INLINE __m256 ggml_exp8(__m256 x) {
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    const __m256 nc = _mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-126.0f)), _mm256_set1_ps(127.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nc), _mm256_set1_epi32(127)), 23);
+    const __m256 y = _mm256_mul_ps(j, _mm256_castsi256_ps(e));
+    return _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(n, _mm256_set1_ps(127.0f), _CMP_GT_OQ));
 }
 
+INLINE __m256 silu_mul8(__m256 g, __m256 u) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, ggml_exp8(_mm256_sub_ps(_mm256_setzero_ps(), g)))), u);
+}
+
+/* as the scalar table: whole groups of 16 with ggml's vector exp, the rest with libm expf */
 static void silu_mul_avx2(float *g, const float *u, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(g + i, silu_mul8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
-    if (i < n) {
-        __m256i k = tail_mask((int)(n - i));
-        _mm256_maskstore_ps(g + i, k, silu_mul8(_mm256_maskload_ps(g + i, k), _mm256_maskload_ps(u + i, k)));
-    }
+    const size_t n16 = n & ~(size_t)15;
+    for (size_t i = 0; i < n16; i += 8) _mm256_storeu_ps(g + i, silu_mul8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+    for (size_t i = n16; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 /* kern_quantize_q8 with vectors: the same max, the same scalar scale, roundf's halves-away-from-zero rounding

@@ -436,7 +436,7 @@ INLINE void kq_dot_avx2(const kq_prep *p, const act_q8k *x, int32_t *isum, int32
     *msum = hsum_i32(_mm256_madd_epi16(p->mn, bs));
 }
 
-/* Q6_K: the 8 lanes of kq_lanes_q6k (the sums kq_dot_avx2 adds up, the offset part per lane) */
+/* Q6_K, Q5_K: the 8 lanes of kq_lanes_ggml (the sums kq_dot_avx2 adds up, the offset part per lane) */
 INLINE __m256i kq_lanes_avx2(const kq_prep *p, const act_q8k *x) {
     __m256i acc = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -455,8 +455,9 @@ INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const i
                     float *y, int ldy, int p0, size_t pf) {
     const int bb = t == GGML_Q2_K ? 84 : t == GGML_Q3_K ? 110 : t == GGML_Q4_K ? 144 : t == GGML_Q5_K ? 176 : 210;
     kq_prep prep;
-    if (t == GGML_Q6_K) { /* ggml's 8-lane chain (kq_lanes_q6k): the lanes of kq_dot_avx2 before its sums */
+    if (t == GGML_Q6_K || t == GGML_Q5_K) { /* ggml's 8-lane chains (kq_lanes_ggml) */
         __m256 acc[4][4];
+        float summs[4][4] = {{0}};
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
@@ -473,13 +474,18 @@ INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const i
                     __m256i lanes = kq_lanes_avx2(&prep, &xp[j][b]);
                     const __m256 dq = _mm256_set1_ps(xp[j][b].d * prep.f.d);
                     acc[i][j] = _mm256_fmadd_ps(dq, _mm256_cvtepi32_ps(lanes), acc[i][j]);
+                    if (t == GGML_Q5_K) {
+                        const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].bsums);
+                        summs[i][j] = fmaf(-xp[j][b].d * prep.f.dmin, (float)hsum_i32(_mm256_madd_epi16(prep.mn, bs)),
+                                           summs[i][j]);
+                    }
                 }
             }
         }
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
-            for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = hsum8(acc[i][j]);
+            for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = hsum8(acc[i][j]) + summs[i][j];
         return;
     }
     float s[4][4] = {{0}};

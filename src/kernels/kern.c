@@ -74,7 +74,7 @@ SCALAR_QUANT_MM(mm_q8_0_scalar, 34, blk_dot_q8_0)
 SCALAR_QUANT_MM(mm_q4_0_scalar, 18, blk_dot_q4_0)
 
 /* K-quants (x as act_q8k rows): per super-block the exact integer sums (kq_dot_ints), then
- * s += (d_w * d_x) * isum - (dmin_w * d_x) * msum, super-blocks in order; Q6_K and Q5_K: ggml's chains (kq_lanes_ggml) */
+ * s += (d_w * d_x) * isum - (dmin_w * d_x) * msum, super-blocks in order; Q6_K, Q5_K and Q3_K: ggml's chains (kq_lanes_ggml) */
 static void mm_kq_scalar(uint32_t type, const unsigned char *w, size_t row_bytes, int cols, const void *x,
                          size_t x_stride, int n, float *y, int ldy, int r0, int r1) {
     const int bb = wtype_get(type)->block_bytes, off = kq_offset(type);
@@ -83,12 +83,12 @@ static void mm_kq_scalar(uint32_t type, const unsigned char *w, size_t row_bytes
         const unsigned char *wr = w + (size_t)r * row_bytes;
         for (int p = 0; p < n; p++) {
             const act_q8k *xp = (const act_q8k *)(const void *)((const char *)x + (size_t)p * x_stride);
-            if (type == GGML_Q6_K || type == GGML_Q5_K) { /* ggml's 8-lane chains (kq_lanes_ggml) */
+            if (type == GGML_Q6_K || type == GGML_Q5_K || type == GGML_Q3_K) { /* ggml's 8-lane chains (kq_lanes_ggml) */
                 float acc[8] = {0}, summs = 0.0f;
                 for (int b = 0; b < cols / QK_K; b++) {
                     int32_t lane[8], is, ms;
                     kq_unpack(type, wr + (size_t)bb * b, &f);
-                    kq_lanes_ggml(&f, off, &xp[b], lane);
+                    kq_lanes_ggml(type, &f, off, &xp[b], lane);
                     const float dq = xp[b].d * f.d;
                     for (int l = 0; l < 8; l++) acc[l] = fmaf(dq, (float)lane[l], acc[l]);
                     if (type == GGML_Q5_K) {

@@ -436,15 +436,20 @@ INLINE void kq_dot_avx2(const kq_prep *p, const act_q8k *x, int32_t *isum, int32
     *msum = hsum_i32(_mm256_madd_epi16(p->mn, bs));
 }
 
-/* Q6_K, Q5_K: the 8 lanes of kq_lanes_ggml (the sums kq_dot_avx2 adds up, the offset part per lane) */
-INLINE __m256i kq_lanes_avx2(const kq_prep *p, const act_q8k *x) {
+/* Q6_K, Q5_K, Q3_K: the 8 lanes of kq_lanes_ggml (the sums kq_dot_avx2 adds up; Q3_K's offset per value as
+ * maddubs(u, x) - maddubs(off, x) on the int16 pairs, exact: |pair| <= 2 * 7 * 128 + 2 * 4 * 128) */
+INLINE __m256i kq_lanes_avx2(int t, const kq_prep *p, const act_q8k *x) {
     __m256i acc = _mm256_setzero_si256();
+    const __m256i four = _mm256_set1_epi8(4);
 #pragma GCC unroll 8
     for (int c = 0; c < 8; c++) {
         __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(p->f.u + 32 * c));
         __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 32 * c));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), p->sc[c]));
+        __m256i pr = _mm256_maddubs_epi16(u, q);
+        if (t == GGML_Q3_K) pr = _mm256_sub_epi16(pr, _mm256_maddubs_epi16(four, q));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, p->sc[c]));
     }
+    if (t == GGML_Q3_K) return acc;
     __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
     return _mm256_sub_epi32(acc, _mm256_madd_epi16(p->corr, bs));
 }
@@ -455,7 +460,7 @@ INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const i
                     float *y, int ldy, int p0, size_t pf) {
     const int bb = t == GGML_Q2_K ? 84 : t == GGML_Q3_K ? 110 : t == GGML_Q4_K ? 144 : t == GGML_Q5_K ? 176 : 210;
     kq_prep prep;
-    if (t == GGML_Q6_K || t == GGML_Q5_K) { /* ggml's 8-lane chains (kq_lanes_ggml) */
+    if (t == GGML_Q6_K || t == GGML_Q5_K || t == GGML_Q3_K) { /* ggml's 8-lane chains (kq_lanes_ggml) */
         __m256 acc[4][4];
         float summs[4][4] = {{0}};
 #pragma GCC unroll 4
@@ -471,7 +476,7 @@ INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const i
                 kq_prepare(t, wr[i] + (size_t)b * bb, &prep);
 #pragma GCC unroll 4
                 for (int j = 0; j < P; j++) {
-                    __m256i lanes = kq_lanes_avx2(&prep, &xp[j][b]);
+                    __m256i lanes = kq_lanes_avx2(t, &prep, &xp[j][b]);
                     const __m256 dq = _mm256_set1_ps(xp[j][b].d * prep.f.d);
                     acc[i][j] = _mm256_fmadd_ps(dq, _mm256_cvtepi32_ps(lanes), acc[i][j]);
                     if (t == GGML_Q5_K) {

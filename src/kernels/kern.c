@@ -73,8 +73,9 @@ static int blk_dot_q4_0(const unsigned char *blk, const int8_t *x) {
 SCALAR_QUANT_MM(mm_q8_0_scalar, 34, blk_dot_q8_0)
 SCALAR_QUANT_MM(mm_q4_0_scalar, 18, blk_dot_q4_0)
 
-/* K-quants (x as act_q8k rows): per super-block the exact integer sums (kq_dot_ints), then
- * s += (d_w * d_x) * isum - (dmin_w * d_x) * msum, super-blocks in order; Q6_K, Q5_K and Q3_K: ggml's chains (kq_lanes_ggml) */
+/* K-quants (x as act_q8k rows): per super-block the exact integer sums, then the float chain of the kernel llama.cpp
+ * runs for the type on x86, so that our products equal its bits: Q6_K, Q5_K and Q3_K its vec_dot's 8 lanes
+ * (kq_lanes_ggml), Q4_K and Q2_K its repacked kernels' two fma chains (below). */
 static void mm_kq_scalar(uint32_t type, const unsigned char *w, size_t row_bytes, int cols, const void *x,
                          size_t x_stride, int n, float *y, int ldy, int r0, int r1) {
     const int bb = wtype_get(type)->block_bytes, off = kq_offset(type);
@@ -99,14 +100,17 @@ static void mm_kq_scalar(uint32_t type, const unsigned char *w, size_t row_bytes
                 y[(size_t)p * ldy + r] = kq_hsum8(acc) + summs;
                 continue;
             }
-            float s = 0.0f;
+            /* Q4_K, Q2_K: ggml's repacked kernels' chain (the 8x8 gemv/gemm llama.cpp runs them with on x86): one
+             * integer sum per super-block, s = fmaf(isum, d_w * d_x, s), m = fmaf(msum, dmin_w * d_x, m); s - m */
+            float s = 0.0f, mm = 0.0f;
             for (int b = 0; b < cols / QK_K; b++) {
                 int32_t is, ms;
                 kq_unpack(type, wr + (size_t)bb * b, &f);
                 kq_dot_ints(&f, off, &xp[b], &is, &ms);
-                s += (f.d * xp[b].d) * (float)is - (f.dmin * xp[b].d) * (float)ms;
+                s = fmaf((float)is, f.d * xp[b].d, s);
+                mm = fmaf((float)ms, f.dmin * xp[b].d, mm);
             }
-            y[(size_t)p * ldy + r] = s;
+            y[(size_t)p * ldy + r] = s - mm;
         }
     }
 }

@@ -493,7 +493,7 @@ INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const i
             for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = hsum8(acc[i][j]) + summs[i][j];
         return;
     }
-    float s[4][4] = {{0}};
+    float s[4][4] = {{0}}, m[4][4] = {{0}}; /* Q4_K, Q2_K: the scalar table's two fma chains */
     for (int b = 0; b < nb; b++) {
         prefetch_rows(R, wr, (size_t)b * bb, pf);
         prefetch_rows(R, wr, (size_t)b * bb + 64, pf);
@@ -506,14 +506,15 @@ INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const i
                 int32_t is, ms;
                 kq_dot_avx2(&prep, &xp[j][b], &is, &ms);
                 const float xd = xp[j][b].d;
-                s[i][j] += (prep.f.d * xd) * (float)is - (prep.f.dmin * xd) * (float)ms;
+                s[i][j] = fmaf((float)is, prep.f.d * xd, s[i][j]);
+                m[i][j] = fmaf((float)ms, prep.f.dmin * xd, m[i][j]);
             }
         }
     }
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = s[i][j];
+        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = s[i][j] - m[i][j];
 }
 
 INLINE void rows_kq(int t, int R, int PT, const unsigned char *const *wr, const int *ri, int cols, const void *x,

@@ -176,7 +176,14 @@ typedef struct sd_ctx_params {
     /* KV pool capacity in cells over all sequences, rounded up to whole pages (sd_kv_page_cells); 0 = n_seq *
      * n_ctx, so the pool never runs out before a sequence reaches n_ctx. Pages are allocated when first needed. */
     int n_kv_cells;
+    /* kv-type: the KV cache's number format (sd_kv_type). SD_KV_F32 (default): float K and V, float attention.
+     * SD_KV_F16: K and V rounded to fp16 and attention with the arithmetic of llama.cpp's CPU flash attention
+     * (fp16 query and accumulator, online softmax), so that logits follow llama.cpp's (the values of an fp16
+     * cache: the pages still take float memory). */
+    int kv_type;
 } sd_ctx_params;
+/* kv-type: values of sd_ctx_params.kv_type */
+typedef enum sd_kv_type { SD_KV_F32 = 0, SD_KV_F16 = 1 } sd_kv_type;
 
 sd_ctx_params sd_ctx_default_params(void);
 sd_status sd_ctx_new(const sd_model *model, const sd_ctx_params *params, sd_ctx **out, sd_error *err);

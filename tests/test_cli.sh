@@ -67,6 +67,16 @@ for t in q4_k q2_k; do
     $CLI generate -m "$W768" -p "Once upon a time" -n 40 --temp 0 -t 2 --spec draft --draft-model "$W768" --draft-type $t --compare >"$out" 2>"$err"
     if [ $? -eq 0 ] && grep -qi "draft: .*($t weights" "$err"; then ok; else bad "--draft-type $t: $(cat "$out" "$err")"; fi
 done
+# --kv-type f16 (llama.cpp's fp16 cache and attention arithmetic): the widened Q5_K_M file's greedy story is
+# llama.cpp's (llama-simple -n 120 writes this sentence; with the f32 cache ours leaves it here); speculation with it
+# stays lossless; a bad value is refused
+W768Q5="$SHARED/models/kquant/stories-ee-w768-q5_k_m.gguf"
+$CLI generate -m "$W768Q5" -p "Once upon a time" -n 120 --temp 0 -t 2 --kv-type f16 >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q 'Lily was so happy and said, "I want to play with your ball." Her mom said, "Yes, we can play with you."' "$out"; then ok; else bad "--kv-type f16 greedy = llama.cpp's: $(cat "$out" "$err")"; fi
+$CLI generate -m "$W768" -p "Once upon a time" -n 40 --temp 0 -t 2 --kv-type f16 --spec draft --draft-model "$W768" --draft-type q4_k --compare >"$out" 2>"$err" && ok || bad "--kv-type f16 with --spec draft --compare: $(cat "$out" "$err")"
+expect_err "bad --kv-type" "\-\-kv-type" generate -m "$SHARED/models/stories260K.gguf" -p hi --kv-type f8
+generate_help=$($CLI generate --help)
+echo "$generate_help" | grep -q -- "--kv-type" && ok || bad "generate --help lists --kv-type"
 
 # self-speculation methods, and the exit-head trainer
 heads=$(mktemp --suffix=.gguf)

@@ -12,12 +12,14 @@
 #include "testlib.h"
 
 enum { N_SEQ = 40 };
+static int kv_type = SD_KV_F32; /* the contexts' KV cache type (a second pass runs kv_type f16) */
 
 static sd_ctx *new_ctx(sd_model *m, int threads) {
     sd_ctx_params cp = sd_ctx_default_params();
     cp.n_ctx = 128;
     cp.n_batch = N_SEQ;
     cp.n_threads = threads;
+    cp.kv_type = kv_type;
     sd_ctx *c = NULL;
     sd_error err;
     if (sd_ctx_new(m, &cp, &c, &err) != SD_OK) fprintf(stderr, "ctx: %s\n", err.msg);
@@ -182,6 +184,14 @@ int main(void) {
         check_batch_invariance(name, m, info.n_vocab);
         check_rollback(name, m, info.n_vocab);
         check_tree(name, m, info.n_vocab);
+        /* kv_type f16 (llama.cpp's fp16 cache and attention arithmetic): the same invariants */
+        kv_type = SD_KV_F16;
+        char name16[96];
+        snprintf(name16, sizeof name16, "%s kv f16", name);
+        check_batch_invariance(name16, m, info.n_vocab);
+        check_rollback(name16, m, info.n_vocab);
+        check_tree(name16, m, info.n_vocab);
+        kv_type = SD_KV_F32;
         sd_model_free(m);
     }
     return tl_finish("test_invariance");

@@ -25,12 +25,9 @@ static bool all_logits(sd_ctx *ctx, const int32_t *seq, int n, int V, float *out
     return ok;
 }
 
-/* noisy_tol > 0: a file whose logits are known to move by up to that fraction of max|logit| under rounding-level
- * changes (the widened K-quant files, see main): logits are checked against it, and a greedy continuation may leave
- * llama.cpp's only at a near-tie (our logit of llama.cpp's token within 1e-2 * max|logit| of our top logit there;
- * measured: all within 2.5e-3). */
+/* logit_tol > 0 replaces the default logit tolerance (one K-quant file, see main); kv_type: the context's cache. */
 static void check_model_tol(const char *name, const char *model_rel, const char *ref_name, bool is_trained,
-                            double noisy_tol) {
+                            double logit_tol, int kv_type) {
     sd_model *m = NULL;
     sd_error err;
     if (sd_model_load(tl_shared(model_rel), NULL, &m, &err) != SD_OK) {
@@ -52,6 +49,7 @@ static void check_model_tol(const char *name, const char *model_rel, const char 
     cp.n_ctx = 512;
     cp.n_batch = 16;
     cp.n_threads = 2;
+    cp.kv_type = kv_type;
     sd_ctx *ctx = NULL;
     if (sd_ctx_new(m, &cp, &ctx, &err) != SD_OK) {
         CHECK(0, "%s: ctx: %s", name, err.msg);
@@ -105,22 +103,7 @@ static void check_model_tol(const char *name, const char *model_rel, const char 
         int match = 0;
         while (st == SD_OK && match < n_gen && match < p->n_greedy && gen[match] == p->greedy[match]) match++;
         greedy_ok += match == p->n_greedy;
-        if (noisy_tol > 0 && st == SD_OK && match < n_gen && match < p->n_greedy) {
-            /* our logits where the continuations part: is llama.cpp's token a near-tie with ours? */
-            int at = p->n_tokens + match;
-            float *l2 = malloc((size_t)at * V * sizeof *l2);
-            bool ok = l2 && all_logits(ctx, seq, at, V, l2);
-            const float *row = ok ? l2 + (size_t)(at - 1) * V : NULL;
-            double mx = 0;
-            for (int i = 0; ok && i < V; i++) mx = fmax(mx, fabs(row[i]));
-            double gap = ok ? (double)row[gen[match]] - row[p->greedy[match]] : 1e30;
-            CHECK(ok && gap <= 1e-2 * mx,
-                  "%s: greedy of '%s' leaves llama.cpp at token %d of %d by a margin of %.3g (%.3g of max|logit|)",
-                  name, p->text, match, p->n_greedy, gap, gap / (mx > 0 ? mx : 1));
-            printf("  note: %s: greedy of '%s' matches llama.cpp for %d of %d tokens, then a near-tie (margin %.3g of "
-                   "max|logit|)\n", name, p->text, match, p->n_greedy, gap / (mx > 0 ? mx : 1));
-            free(l2);
-        } else if (is_trained)
+        if (is_trained)
             CHECK(match == p->n_greedy, "%s: greedy continuation of '%s' diverges from llama.cpp at token %d of %d", name,
                   p->text, match, p->n_greedy);
         else if (match < p->n_greedy)
@@ -132,10 +115,11 @@ static void check_model_tol(const char *name, const char *model_rel, const char 
     }
     /* tolerances: f32 1e-3 relative to max|logit| (issue); other types 1e-2 */
     bool f32 = strcmp(info.weight_type, "f32") == 0;
-    double tol = noisy_tol > 0 ? noisy_tol : f32 ? 1e-3 : 1e-2;
+    double tol = logit_tol > 0 ? logit_tol : f32 ? 1e-3 : 1e-2;
     CHECK(worst_rel <= tol, "%s: logit error %.3g exceeds %.0e", name, worst_rel, tol);
-    if (noisy_tol > 0 && worst_rel > 1e-2)
-        printf("  note: %s: logit error %.2e is above 1e-2 (this file's rounding noise, see main)\n", name, worst_rel);
+    if (logit_tol > 0 && worst_rel > 1e-2)
+        printf("  note: %s: logit error %.2e is above 1e-2 (llama.cpp's prompt-block Q4_K sums, see main)\n", name,
+               worst_rel);
     printf("  %-22s %-5s tokens %d/%d  greedy %d/%d  max|dlogit|/max|logit| = %.2e\n", name, info.weight_type, tok_ok,
            ref.n, greedy_ok, ref.n, worst_rel);
 out:
@@ -145,7 +129,7 @@ out:
 }
 
 static void check_model(const char *name, const char *model_rel, const char *ref_name, bool is_trained) {
-    check_model_tol(name, model_rel, ref_name, is_trained, 0);
+    check_model_tol(name, model_rel, ref_name, is_trained, 0, SD_KV_F32);
 }
 
 int main(void) {
@@ -156,20 +140,26 @@ int main(void) {
     /* the llama2.c checkpoints must agree with the GGUF references too */
     check_model("stories260K.bin", "models/stories260K.bin", "stories260K", true);
     check_model("stories-ee.bin", "models/stories-ee.bin", "stories-ee", true);
-    /* K-quant files written by llama-quantize (Q4_K_M = Q4_K + Q6_K, ...) from stories-ee widened to dim 768. Their
-     * weights dequantise to stories-ee's within the types' error, and the kernels equal the dequantised dot
-     * (test_kernels); yet their logits move by 0.5-1.6% of max|logit| under rounding-level changes (measured:
-     * storing our K/V in fp16, as llama.cpp's cache does). Likely amplifier: the random extra heads share Q8_K
-     * activation blocks (256 values = 8 heads) with the real ones and set those blocks' scale, so a small change
-     * re-rounds the real heads' activations. llama.cpp's arithmetic differs from ours at that level (f16 cache, its attention), so the
-     * check is: tokens exact, logits within 5e-2 (measured up to 3.3e-2), and a greedy continuation leaves
-     * llama.cpp's only at a near-tie. */
-    static const char *const KQ[] = {"q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"};
+    /* K-quant files written by llama-quantize (Q4_K_M = Q4_K + Q6_K, ...) from stories-ee widened to dim 768, run
+     * with kv_type f16 (llama.cpp's fp16 cache and CPU flash-attention arithmetic). Their logits are very sensitive to
+     * rounding: the random extra heads share Q8_K activation blocks (256 values = 8 heads) with the real ones and set
+     * those blocks' scale, so a last-bit change can re-round the real heads' activations, and one cached fp16 value
+     * rounded the other way moves the logits by up to ~1%. So we compute what llama.cpp's CPU build computes, bit
+     * for bit: RMSNorm, RoPE, SwiGLU and every K-quant product use its float order (kern.h, kquant.h). Tokens and
+     * the 200-token greedy continuations must equal llama.cpp's, logits within 1e-2 of max|logit|. One exception,
+     * Q4_K_M: llama.cpp runs Q4_K (and Q2_K) through repacked kernels whose prompt blocks of 4 rows (gemm) sum each
+     * 64-value pair of sub-blocks into the float chain, where single rows (gemv: every decode step) sum per
+     * super-block. We follow gemv for every row (a position's bits may not depend on its block), so the prompt's
+     * cached K/V can differ in the last bit; measured logit error 1.23e-2 on Q4_K_M (4.5e-3 on Q2_K): allowed 2e-2. */
+    static const struct {
+        const char *type;
+        double logit_tol;
+    } KQ[] = {{"q2_k", 0}, {"q3_k_m", 0}, {"q4_k_m", 2e-2}, {"q5_k_m", 0}, {"q6_k", 0}};
     for (size_t i = 0; i < sizeof KQ / sizeof KQ[0]; i++) {
         char name[64], file[128];
-        snprintf(name, sizeof name, "stories-ee-w768-%s", KQ[i]);
+        snprintf(name, sizeof name, "stories-ee-w768-%s", KQ[i].type);
         snprintf(file, sizeof file, "models/kquant/%s.gguf", name);
-        check_model_tol(name, file, name, true, 5e-2);
+        check_model_tol(name, file, name, true, KQ[i].logit_tol, SD_KV_F16);
     }
     return tl_finish("test_model");
 }

@@ -34,7 +34,7 @@ static int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
                 IS("--draft-type", "--draft-type") || IS("--exit-heads", "--exit-heads") || IS("-s", "--seed") ||
                 IS("--skip-set", "--skip-set") || IS("--accept-head", "--accept-head") ||
                 IS("-t", "--threads") || IS("-c", "--ctx-size") || IS("-b", "--batch-size") ||
-                IS("--companion", "--sv-profile") || IS("--sv-latency", "--sv-latency") ||
+                IS("--companion", "--sv-profile") || IS("--sv-latency", "--sv-latency") || IS("--kv-type", "--kv-type") ||
                 (a[0] == '-' && a[1] == '-' && sd_spec_param_find(a));
     if (!mine) return 0;
     if (!v) {
@@ -63,6 +63,14 @@ static int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
     else if (IS("-t", "--threads")) ok = cli_int(a, v, 1, 512, &o->cp.n_threads);
     else if (IS("-c", "--ctx-size")) ok = cli_int(a, v, 1, SD_MAX_CTX, &o->cp.n_ctx);
     else if (IS("-b", "--batch-size")) ok = cli_int(a, v, 1, 4096, &o->cp.n_batch);
+    else if (IS("--kv-type", "--kv-type")) { /* kv-type */
+        if (!strcmp(v, "f32")) o->cp.kv_type = SD_KV_F32;
+        else if (!strcmp(v, "f16")) o->cp.kv_type = SD_KV_F16;
+        else {
+            fprintf(stderr, "error: --kv-type '%s': expected f32 or f16\n", v);
+            ok = false;
+        }
+    }
     else if (IS("-s", "--seed")) {
         unsigned long long s = 0;
         ok = cli_u64(a, v, &s);
@@ -147,7 +155,9 @@ void run_opts_help(FILE *f) {
             "engine:\n"
             "  -t, --threads N         threads (default: online CPUs)\n"
             "  -c, --ctx-size N        context size (default: the model's training context)\n"
-            "  -b, --batch-size N      largest block per forward pass, e.g. prefill chunks (default 64)\n");
+            "  -b, --batch-size N      largest block per forward pass, e.g. prefill chunks (default 64)\n"
+            "      --kv-type T         KV cache numbers: f32 (default) or f16 (llama.cpp's fp16 cache and its CPU\n"
+            "                          attention arithmetic: logits follow llama.cpp's)\n");
 }
 
 bool run_env_open(run_opts *o, int n_seq, run_env *env) {

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/att_f16.h"
 #include "kernels/kquant.h"
 #include "model/exit_heads.h"
 #include "util/err.h"
@@ -103,19 +104,24 @@ void fwd_matmul(sd_ctx *c, const tensor *w, const float *x, int ldx, int n, floa
 }
 
 
-/* cos/sin table for every position of the context (computed once; the same values every call) */
+/* cos/sin table for every position of the context (computed once; the same values every call), as ggml's CPU rope
+ * computes them (ggml_rope_cache_init): theta starts at the position as a float and is multiplied by
+ * theta_scale = powf(base, -2 / head_dim) per pair, then cosf, sinf. */
 static void rope_table(float *cs, int n_ctx, int hd, float base) {
-    for (int p = 0; p < n_ctx; p++)
+    const float theta_scale = powf(base, -2.0f / (float)hd);
+    for (int p = 0; p < n_ctx; p++) {
+        float theta = (float)p;
         for (int i = 0; i < hd / 2; i++) {
-            double theta = (double)p * pow((double)base, -2.0 * i / hd);
-            cs[((size_t)p * (hd / 2) + i) * 2] = (float)cos(theta);
-            cs[((size_t)p * (hd / 2) + i) * 2 + 1] = (float)sin(theta);
+            cs[((size_t)p * (hd / 2) + i) * 2] = cosf(theta);
+            cs[((size_t)p * (hd / 2) + i) * 2 + 1] = sinf(theta);
+            theta *= theta_scale;
         }
+    }
 }
 
 /* ------------------------------------------------------------------ context */
 sd_ctx_params sd_ctx_default_params(void) {
-    sd_ctx_params p = {.n_ctx = 0, .n_seq = 1, .n_batch = 64, .n_threads = 0, .n_kv_cells = 0};
+    sd_ctx_params p = {.n_ctx = 0, .n_seq = 1, .n_batch = 64, .n_threads = 0, .n_kv_cells = 0, .kv_type = SD_KV_F32};
     return p;
 }
 
@@ -124,7 +130,7 @@ void sd_ctx_free(sd_ctx *c) {
     pool_free(c->pool);
     kv_free(&c->kv);
     void *bufs[] = {c->x, c->xn, c->q, c->k, c->v, c->gate, c->up, c->tmp, c->xq, c->xk, c->scores,
-                    c->cell, c->base, c->chain, c->par, c->seqs, c->poss, c->anc, c->seen, c->held, c->rope_cs};
+                    c->cell, c->base, c->chain, c->par, c->seqs, c->poss, c->anc, c->seen, c->held, c->rope_cs, c->att16};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
 }
@@ -144,7 +150,12 @@ sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **ou
     if (p.n_threads < 0 || p.n_threads > 512)
         return err_set(err, SD_ERR_ARG, "thread count %d is out of range: 0 (all CPUs) .. 512", p.n_threads);
     if (p.n_kv_cells < 0) return err_set(err, SD_ERR_ARG, "KV pool size (n_kv_cells) %d is negative", p.n_kv_cells);
+    if (p.kv_type != SD_KV_F32 && p.kv_type != SD_KV_F16)
+        return err_set(err, SD_ERR_ARG, "KV cache type (kv_type) %d is not one of SD_KV_F32 (0), SD_KV_F16 (1)", p.kv_type);
     const hparams *hp = &m->hp;
+    if (p.kv_type == SD_KV_F16 && hp->head_dim > ATT_F16_MAX_HD)
+        return err_set(err, SD_ERR_ARG, "KV cache type f16 takes head sizes up to %d (this model: %d)", ATT_F16_MAX_HD,
+                       hp->head_dim);
     if (p.n_ctx == 0 && hp->n_ctx_train > SD_MAX_CTX)
         return err_set(err, SD_ERR_ARG,
                        "%s: the model's training context (context_length %d) is more than the %d positions a context "
@@ -175,6 +186,11 @@ sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **ou
     if (st) {
         free(c);
         return st;
+    }
+    c->kv.f16 = p.kv_type == SD_KV_F16;
+    if (c->kv.f16 && !(c->att16 = malloc((size_t)p.n_threads * sizeof *c->att16))) {
+        sd_ctx_free(c);
+        return err_set(err, SD_ERR_NOMEM, "out of memory allocating the attention state");
     }
     c->x = malloc(B * E * sizeof(float));
     c->xn = malloc(B * EQ * sizeof(float));
@@ -287,8 +303,9 @@ static void rope(float *x, int n_heads, int hd, const float *cs_pos, rope_kind k
             float cs = cs_pos[2 * i], sn = cs_pos[2 * i + 1];
             int a = kind == ROPE_KIND_NORM ? 2 * i : i, b = kind == ROPE_KIND_NORM ? 2 * i + 1 : i + hd / 2;
             float x0 = v[a], x1 = v[b];
-            v[a] = x0 * cs - x1 * sn;
-            v[b] = x0 * sn + x1 * cs;
+            /* ggml's rotate_pairs as llama.cpp's build computes it (contracted: one fma each) */
+            v[a] = fmaf(x0, cs, -(x1 * sn));
+            v[b] = fmaf(x0, sn, x1 * cs);
         }
     }
 }
@@ -364,6 +381,16 @@ static void att_worker(void *arg, int ith, int nth) {
         /* sc[g][n_vis]: scores of the visible cells, [0, prefix) then the ancestors, a page's run at a time (each
          * score is its own dot; each o element one chain over the keys in order: the bits of one call) */
         att_run r;
+        if (kv->f16) { /* llama.cpp's arithmetic over an fp16 cache (att_f16.h), one head at a time */
+            att_f16_state *st = c->att16 + ith;
+            for (int g = 0; g < hs; g++) {
+                att_f16_begin(st, q + (size_t)g * hd, hd);
+                for (int j0 = 0; att_next_run(kv, s, j->layer, kvh, prefix, anc, rel, n_anc, j0, &r); j0 += r.n)
+                    att_f16_run(st, r.k, r.k + kv->page_half, (size_t)hd, r.cells, r.n, hd, scale);
+                att_f16_end(st, hd, o + (size_t)g * hd);
+            }
+            continue;
+        }
         for (int j0 = 0; att_next_run(kv, s, j->layer, kvh, prefix, anc, rel, n_anc, j0, &r); j0 += r.n)
             c->ops->att_scores(q, hs, r.k, (size_t)hd, r.cells, r.n, hd, scale, sc + j0, ss);
         float inv[ATT_MAX_HEADS];
@@ -426,7 +453,8 @@ static void layer_mlp(sd_ctx *c, int l, int n) {
     float *ys[2] = {c->gate, c->up};
     int lds[2] = {F, F};
     matmul_multi(c, c->xn, E, n, 2, ws, ys, lds);
-    c->ops->silu_mul(c->gate, c->up, (size_t)n * F);
+    for (int i = 0; i < n; i++) /* row by row, as ggml's swiglu (its groups of 16 start at each row) */
+        c->ops->silu_mul(c->gate + (size_t)i * F, c->up + (size_t)i * F, (size_t)F);
     fwd_matmul(c, &w->w_down, c->gate, F, n, c->tmp, E);
     for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->tmp[i];
 }

@@ -34,6 +34,7 @@ struct sd_ctx {
     int *anc;      /* [n_threads][2][B] ancestor scratch: cells, page-relative cells */
     int *seen;     /* [n_seq] scratch: entries per sequence */
     int *held;     /* [n_seq] scratch: pages a sequence held before the block */
+    struct att_f16_state *att16; /* [n_threads] kv_type f16: per-thread attention state (att_f16.h) */
     float *rope_cs; /* [n_ctx][head_dim/2][2] cos, sin of pos * base^(-2i/head_dim) */
     int view_len;   /* the call's sd_forward_args.view_len (0: every cached cell is visible to tree roots) */
 };

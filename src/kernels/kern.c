@@ -77,8 +77,9 @@ static int blk_dot_q4_0(const unsigned char *blk, const int8_t *x) {
 SCALAR_QUANT_MM(mm_q8_0_scalar, 34, blk_dot_q8_0, 0)
 SCALAR_QUANT_MM(mm_q4_0_scalar, 18, blk_dot_q4_0, 1)
 
-/* K-quants (x as act_q8k rows): per super-block the exact integer sums (kq_dot_ints), then
- * s += (d_w * d_x) * isum - (dmin_w * d_x) * msum, super-blocks in order */
+/* K-quants (x as act_q8k rows): per super-block the exact integer sums, then the float chain of the kernel llama.cpp
+ * runs for the type on x86, so that our products equal its bits: Q6_K, Q5_K and Q3_K its vec_dot's 8 lanes
+ * (kq_lanes_ggml), Q4_K and Q2_K its repacked kernels' two fma chains (below). */
 static void mm_kq_scalar(uint32_t type, const unsigned char *w, size_t row_bytes, int cols, const void *x,
                          size_t x_stride, int n, float *y, int ldy, int r0, int r1) {
     const int bb = wtype_get(type)->block_bytes, off = kq_offset(type);
@@ -87,14 +88,33 @@ static void mm_kq_scalar(uint32_t type, const unsigned char *w, size_t row_bytes
         const unsigned char *wr = w + (size_t)r * row_bytes;
         for (int p = 0; p < n; p++) {
             const act_q8k *xp = (const act_q8k *)(const void *)((const char *)x + (size_t)p * x_stride);
-            float s = 0.0f;
+            if (type == GGML_Q6_K || type == GGML_Q5_K || type == GGML_Q3_K) { /* ggml's 8-lane chains (kq_lanes_ggml) */
+                float acc[8] = {0}, summs = 0.0f;
+                for (int b = 0; b < cols / QK_K; b++) {
+                    int32_t lane[8], is, ms;
+                    kq_unpack(type, wr + (size_t)bb * b, &f);
+                    kq_lanes_ggml(type, &f, off, &xp[b], lane);
+                    const float dq = xp[b].d * f.d;
+                    for (int l = 0; l < 8; l++) acc[l] = fmaf(dq, (float)lane[l], acc[l]);
+                    if (type == GGML_Q5_K) {
+                        kq_dot_ints(&f, off, &xp[b], &is, &ms);
+                        summs = fmaf(-xp[b].d * f.dmin, (float)ms, summs);
+                    }
+                }
+                y[(size_t)p * ldy + r] = kq_hsum8(acc) + summs;
+                continue;
+            }
+            /* Q4_K, Q2_K: ggml's repacked kernels' chain (the 8x8 gemv/gemm llama.cpp runs them with on x86): one
+             * integer sum per super-block, s = fmaf(isum, d_w * d_x, s), m = fmaf(msum, dmin_w * d_x, m); s - m */
+            float s = 0.0f, mm = 0.0f;
             for (int b = 0; b < cols / QK_K; b++) {
                 int32_t is, ms;
                 kq_unpack(type, wr + (size_t)bb * b, &f);
                 kq_dot_ints(&f, off, &xp[b], &is, &ms);
-                s += (f.d * xp[b].d) * (float)is - (f.dmin * xp[b].d) * (float)ms;
+                s = fmaf((float)is, f.d * xp[b].d, s);
+                mm = fmaf((float)ms, f.dmin * xp[b].d, mm);
             }
-            y[(size_t)p * ldy + r] = s;
+            y[(size_t)p * ldy + r] = s - mm;
         }
     }
 }
@@ -145,14 +165,14 @@ static float softmax_scalar(float *s, int n) {
 }
 
 static void rmsnorm_scalar(const float *x, const float *g, int n, float eps, float *out) {
-    float ss = 0.0f;
-    for (int i = 0; i < n; i++) ss += x[i] * x[i];
-    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    float r = kern_rms_scale(x, n, eps);
     for (int i = 0; i < n; i++) out[i] = x[i] * r * g[i];
 }
 
 static void silu_mul_scalar(float *g, const float *u, size_t n) {
-    for (size_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    const size_t n16 = n & ~(size_t)15;
+    for (size_t i = 0; i < n16; i++) g[i] = g[i] / (1.0f + kern_ggml_expf(0.0f - g[i])) * u[i];
+    for (size_t i = n16; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 static const kern_ops SCALAR = {

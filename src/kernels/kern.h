@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 
 #include "kernels/wtype.h"
 
@@ -51,9 +52,11 @@ typedef struct kern_ops {
     float (*softmax)(float *s, int n);
     /* kern_quantize_q8, the same bits */
     void (*quantize_q8)(const float *x, int n_cols, act_q8 *out);
-    /* out[i] = x[i] * r * g[i], r = 1 / sqrt(sum x^2 / n + eps) (the sum's order is the table's own) */
+    /* out[i] = x[i] * r * g[i], r = kern_rms_scale(x, n, eps) */
     void (*rmsnorm)(const float *x, const float *g, int n, float eps, float *out);
-    /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n. */
+    /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n, as ggml's CPU swiglu on a row of n:
+     * whole groups of 16 with kern_ggml_expf (its AVX-512 ggml_v_expf), the rest with libm expf. Both tables give
+     * the same bits. */
     void (*silu_mul)(float *g, const float *u, size_t n);
     /* Runs iters steps of a type's inner arithmetic with every operand in registers; returns the multiply-adds
      * done (0: not provided). For measuring the compute ceiling (kern_peak). */
@@ -69,6 +72,32 @@ const kern_ops *kern_best(void);
  * the step for about `seconds`; best of 3). Returns 0 when the type has no such step (scalar table, other types)
  * and -1 when threads cannot be started. */
 double kern_peak(uint32_t type, int n_threads, double seconds);
+
+/* The RMSNorm scale of x[n] as ggml computes it on the CPU: float squares summed in double in order, the mean
+ * rounded to float, r = 1 / sqrtf(mean + eps) (both tables' rmsnorm use it). */
+static inline float kern_rms_scale(const float *x, int n, float eps) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        float sq = x[i] * x[i];
+        sum += (double)sq;
+    }
+    const float mean = (float)(sum / n);
+    return 1.0f / sqrtf(mean + eps);
+}
+
+/* ggml's vector expf (ggml-cpu vec.h ggml_v_expf, AVX-512: within 1.5 ulp) one value at a time, the same operations
+ * (fma where it uses one), so the same bits. */
+static inline float kern_ggml_expf(float x) {
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                         fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    return ldexpf(j, (int)n); /* scalef: j * 2^n, rounded once */
+}
 
 /* Quantizes x[n_cols] (n_cols % 32 == 0) to n_cols/32 blocks: d = max |x| / 127 (stored fp16-rounded),
  * q = round(x / d) with halves away from zero (the reference; the tables' quantize_q8 gives the same bits). */

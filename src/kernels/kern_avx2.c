@@ -367,13 +367,64 @@ INLINE void kq_dot_avx2(const kq_prep *p, const act_q8k *x, int32_t *isum, int32
     *msum = hsum_i32(_mm256_madd_epi16(p->mn, bs));
 }
 
+/* Q6_K, Q5_K, Q3_K: the 8 lanes of kq_lanes_ggml (the sums kq_dot_avx2 adds up; Q3_K's offset per value as
+ * maddubs(u, x) - maddubs(off, x) on the int16 pairs, exact: |pair| <= 2 * 7 * 128 + 2 * 4 * 128) */
+INLINE __m256i kq_lanes_avx2(int t, const kq_prep *p, const act_q8k *x) {
+    __m256i acc = _mm256_setzero_si256();
+    const __m256i four = _mm256_set1_epi8(4);
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(p->f.u + 32 * c));
+        __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 32 * c));
+        __m256i pr = _mm256_maddubs_epi16(u, q);
+        if (t == GGML_Q3_K) pr = _mm256_sub_epi16(pr, _mm256_maddubs_epi16(four, q));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, p->sc[c]));
+    }
+    if (t == GGML_Q3_K) return acc;
+    __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
+    return _mm256_sub_epi32(acc, _mm256_madd_epi16(p->corr, bs));
+}
+
 /* R rows x P positions over all super-blocks: per (row, position) one float chain, the scalar table's expression
  * per super-block (so the bits equal the scalar reference's) */
 INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                     float *y, int ldy, int p0, size_t pf) {
     const int bb = t == GGML_Q2_K ? 84 : t == GGML_Q3_K ? 110 : t == GGML_Q4_K ? 144 : t == GGML_Q5_K ? 176 : 210;
-    float s[4][4] = {{0}};
     kq_prep prep;
+    if (t == GGML_Q6_K || t == GGML_Q5_K || t == GGML_Q3_K) { /* ggml's 8-lane chains (kq_lanes_ggml) */
+        __m256 acc[4][4];
+        float summs[4][4] = {{0}};
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) acc[i][j] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            prefetch_rows(R, wr, (size_t)b * bb, pf);
+            prefetch_rows(R, wr, (size_t)b * bb + 64, pf);
+            prefetch_rows(R, wr, (size_t)b * bb + 128, pf);
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                kq_prepare(t, wr[i] + (size_t)b * bb, &prep);
+#pragma GCC unroll 4
+                for (int j = 0; j < P; j++) {
+                    __m256i lanes = kq_lanes_avx2(t, &prep, &xp[j][b]);
+                    const __m256 dq = _mm256_set1_ps(xp[j][b].d * prep.f.d);
+                    acc[i][j] = _mm256_fmadd_ps(dq, _mm256_cvtepi32_ps(lanes), acc[i][j]);
+                    if (t == GGML_Q5_K) {
+                        const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].bsums);
+                        summs[i][j] = fmaf(-xp[j][b].d * prep.f.dmin, (float)hsum_i32(_mm256_madd_epi16(prep.mn, bs)),
+                                           summs[i][j]);
+                    }
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = hsum8(acc[i][j]) + summs[i][j];
+        return;
+    }
+    float s[4][4] = {{0}}, m[4][4] = {{0}}; /* Q4_K, Q2_K: the scalar table's two fma chains */
     for (int b = 0; b < nb; b++) {
         prefetch_rows(R, wr, (size_t)b * bb, pf);
         prefetch_rows(R, wr, (size_t)b * bb + 64, pf);
@@ -386,14 +437,15 @@ INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const i
                 int32_t is, ms;
                 kq_dot_avx2(&prep, &xp[j][b], &is, &ms);
                 const float xd = xp[j][b].d;
-                s[i][j] += (prep.f.d * xd) * (float)is - (prep.f.dmin * xd) * (float)ms;
+                s[i][j] = fmaf((float)is, prep.f.d * xd, s[i][j]);
+                m[i][j] = fmaf((float)ms, prep.f.dmin * xd, m[i][j]);
             }
         }
     }
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = s[i][j];
+        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = s[i][j] - m[i][j];
 }
 
 INLINE void rows_kq(int t, int R, int PT, const unsigned char *const *wr, const int *ri, int cols, const void *x,
@@ -409,24 +461,13 @@ INLINE void rows_kq(int t, int R, int PT, const unsigned char *const *wr, const 
     }
 }
 
-ROWS_MM(mm_q2_k_rows, rows_kq, GGML_Q2_K, 2, 4)
-ROWS_MM(mm_q3_k_rows, rows_kq, GGML_Q3_K, 2, 4)
-ROWS_MM(mm_q4_k_rows, rows_kq, GGML_Q4_K, 2, 4)
-ROWS_MM(mm_q5_k_rows, rows_kq, GGML_Q5_K, 2, 4)
-ROWS_MM(mm_q6_k_rows, rows_kq, GGML_Q6_K, 2, 4)
-
-/* blocks of KERN_TILE_KQ_MIN positions and more: 8 rows in the lanes (kern_tile_kq_avx2.c); both give the scalar
- * reference's bits */
-#define KQ_MM(name, ROWS, TILE)                                                                                   \
-    static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
-                     int ldy, int r0, int r1) {                                                                   \
-        (n >= KERN_TILE_KQ_MIN ? TILE : ROWS)(w, rb, cols, x, xs, n, y, ldy, r0, r1);                             \
-    }
-KQ_MM(mm_q2_k_avx2, mm_q2_k_rows, kern_tile_mm_q2_k)
-KQ_MM(mm_q3_k_avx2, mm_q3_k_rows, kern_tile_mm_q3_k)
-KQ_MM(mm_q4_k_avx2, mm_q4_k_rows, kern_tile_mm_q4_k)
-KQ_MM(mm_q5_k_avx2, mm_q5_k_rows, kern_tile_mm_q5_k)
-KQ_MM(mm_q6_k_avx2, mm_q6_k_rows, kern_tile_mm_q6_k)
+/* K-quants: every block size through the per-row kernel (its float chains are llama.cpp's, kquant.h). The 8-rows-in-
+ * the-lanes tile that q4_0 uses (kern_tile_avx2.c) does not yet compute these chains, so it is not used for them. */
+ROWS_MM(mm_q2_k_avx2, rows_kq, GGML_Q2_K, 2, 4)
+ROWS_MM(mm_q3_k_avx2, rows_kq, GGML_Q3_K, 2, 4)
+ROWS_MM(mm_q4_k_avx2, rows_kq, GGML_Q4_K, 2, 4)
+ROWS_MM(mm_q5_k_avx2, rows_kq, GGML_Q5_K, 2, 4)
+ROWS_MM(mm_q6_k_avx2, rows_kq, GGML_Q6_K, 2, 4)
 
 /* ------------------------------------------------------------------ attention helpers */
 static float dot_avx2(const float *a, const float *b, int n) {
@@ -609,35 +650,45 @@ static float softmax_avx2(float *s, int n) {
     return hsum8(sum);
 }
 
-/* the sum of squares in 8 lanes (then hsum8 and the tail in order), the scaling as the scalar table does it */
+/* the scale from kern_rms_scale (as the scalar table), the scaling as the scalar table does it */
 static void rmsnorm_avx2(const float *x, const float *g, int n, float eps, float *out) {
     const int n8 = n & ~7;
-    __m256 acc = _mm256_setzero_ps();
-    for (int i = 0; i < n8; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(v, v));
-    }
-    float ss = hsum8(acc);
-    for (int i = n8; i < n; i++) ss += x[i] * x[i];
-    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    float r = kern_rms_scale(x, n, eps);
     const __m256 rv = _mm256_set1_ps(r);
     for (int i = 0; i < n8; i += 8)
         _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), rv), _mm256_loadu_ps(g + i)));
     for (int i = n8; i < n; i++) out[i] = x[i] * r * g[i];
 }
 
-INLINE __m256 silu_mul8(__m256 g, __m256 u) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g)))), u);
+/* kern_ggml_expf in 8 lanes, for silu: the same operations up to the scaling by 2^n, which is exact here for
+ * n in [-126, 127]; below, 1 + e is 1 either way (e < 2^-125), above, e is +inf as ggml's scalef gives. */
+INLINE __m256 ggml_exp8(__m256 x) {
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    const __m256 nc = _mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-126.0f)), _mm256_set1_ps(127.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nc), _mm256_set1_epi32(127)), 23);
+    const __m256 y = _mm256_mul_ps(j, _mm256_castsi256_ps(e));
+    return _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(n, _mm256_set1_ps(127.0f), _CMP_GT_OQ));
 }
 
+INLINE __m256 silu_mul8(__m256 g, __m256 u) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, ggml_exp8(_mm256_sub_ps(_mm256_setzero_ps(), g)))), u);
+}
+
+/* as the scalar table: whole groups of 16 with ggml's vector exp, the rest with libm expf */
 static void silu_mul_avx2(float *g, const float *u, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(g + i, silu_mul8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
-    if (i < n) {
-        __m256i k = tail_mask((int)(n - i));
-        _mm256_maskstore_ps(g + i, k, silu_mul8(_mm256_maskload_ps(g + i, k), _mm256_maskload_ps(u + i, k)));
-    }
+    const size_t n16 = n & ~(size_t)15;
+    for (size_t i = 0; i < n16; i += 8) _mm256_storeu_ps(g + i, silu_mul8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+    for (size_t i = n16; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 /* kern_quantize_q8 with vectors: the same max, the same scalar scale, roundf's halves-away-from-zero rounding

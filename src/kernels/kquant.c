@@ -350,3 +350,17 @@ void kq_dot_ints(const kq_fields *f, int off, const act_q8k *x, int32_t *isum, i
     }
     *isum = is, *msum = ms;
 }
+
+void kq_lanes_ggml(uint32_t type, const kq_fields *f, int off, const act_q8k *x, int32_t lane[8]) {
+    const int elem_off = type == GGML_Q3_K ? off : 0; /* Q3_K: the offset per value; Q6_K: through bsums */
+    for (int L = 0; L < 8; L++) {
+        int32_t s = 0;
+        for (int c = 0; c < 8; c++) {
+            int32_t p = 0;
+            for (int k = 0; k < 4; k++) p += (f->u[32 * c + 4 * L + k] - elem_off) * x->qs[32 * c + 4 * L + k];
+            s += f->sc[2 * c + L / 4] * p;
+        }
+        if (type != GGML_Q3_K) s -= off * (f->sc[2 * L] * x->bsums[2 * L] + f->sc[2 * L + 1] * x->bsums[2 * L + 1]);
+        lane[L] = s;
+    }
+}

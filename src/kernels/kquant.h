@@ -60,4 +60,18 @@ void kern_quantize_q8k(const float *x, int n_cols, act_q8k *out);
 /* The integer dot of one super-block with its activations: *isum = sum_g sc[g] sum_(i in g) (u[i] - off) x[i] and
  * *msum = sum_g mn[g] bsums[g]; its value is (d * x.d) * isum - (dmin * x.d) * msum. */
 void kq_dot_ints(const kq_fields *f, int off, const act_q8k *x, int32_t *isum, int32_t *msum);
+
+/* ggml's float chains for Q6_K, Q5_K and Q3_K (arch/x86 ggml_vec_dot_q{6,5,3}_K_q8_K: the AVX2 kernels llama.cpp
+ * runs on x86), so that our products equal llama.cpp's to the bit. Per super-block 8 integer lanes:
+ * lane L = sum over the 8 chunks c of 32 values of sc[2c + L/4] * sum_(k < 4) v[i] x[i], i = 32c + 4L + k, where
+ * v = u - off for Q3_K (its offset per value), v = u otherwise, and Q6_K subtracts its offset through the bsums:
+ * minus off * (sc[2L] bsums[2L] + sc[2L+1] bsums[2L+1]). acc[L] = fmaf(d_x * d_w, (float)lane[L], acc[L]) over the
+ * super-blocks in order. Q5_K also keeps summs = fmaf(-d_x * dmin_w, (float)msum, summs) (msum of kq_dot_ints).
+ * The result is kq_hsum8(acc) + summs. */
+void kq_lanes_ggml(uint32_t type, const kq_fields *f, int off, const act_q8k *x, int32_t lane[8]);
+/* ggml's hsum_float_8: (a0 + a4) + (a2 + a6) + ((a1 + a5) + (a3 + a7)) in that pairing */
+static inline float kq_hsum8(const float a[8]) {
+    const float t0 = a[0] + a[4], t1 = a[1] + a[5], t2 = a[2] + a[6], t3 = a[3] + a[7];
+    return (t0 + t2) + (t1 + t3);
+}
 #endif

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "util/err.h"
+#include "util/fp16.h"
 
 sd_status kv_init(kv_cache *kv, int n_seq, int n_layer, int n_ctx, int n_head_kv, int head_dim, int n_cells,
                   sd_error *err) {
@@ -155,6 +156,11 @@ void kv_write_cell(kv_cache *kv, int seq, int layer, int cell, const float *k, c
         float *r = kv_row(kv, seq, layer, h, cell);
         memcpy(r, k + h * hd, hd * sizeof(float));
         memcpy(r + kv->page_half, v + h * hd, hd * sizeof(float));
+        if (kv->f16) /* the values an fp16 cache holds (as floats, see kv.h) */
+            for (size_t e = 0; e < hd; e++) {
+                r[e] = fp16_to_f32(f32_to_fp16(r[e]));
+                r[kv->page_half + e] = fp16_to_f32(f32_to_fp16(r[kv->page_half + e]));
+            }
     }
 }
 

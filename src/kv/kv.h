@@ -8,6 +8,7 @@
  * on a free list (their memory returned to the OS by kv_trim, mapped again when taken) until kv_free. */
 #ifndef SD_KV_KV_H
 #define SD_KV_KV_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,6 +19,9 @@
 enum { KV_PAGE_CELLS = 64 };
 
 typedef struct kv_cache {
+    /* kv_type f16: every K and V value written is rounded to fp16 (llama.cpp's F16 cache; the attention then uses
+     * att_f16.h). The pages still hold them as floats: the values, not the memory, of an fp16 cache. */
+    bool f16;
     int n_seq, n_layer, n_ctx, n_head_kv, head_dim, kv_dim; /* kv_dim = n_head_kv * head_dim */
     int page_cells;   /* cells per page: KV_PAGE_CELLS, or n_ctx when that is smaller */
     int max_pages;    /* page slots per sequence: ceil(n_ctx / page_cells) */

@@ -79,7 +79,7 @@ def test_version_and_lookup():
     with open("include/specdec.h") as f:
         v = [ln.split('"')[1] for ln in f if ln.startswith("#define SPECDEC_VERSION ")][0]
     check(specdec.version() == v == specdec.__version__, "version %s vs header %s" % (specdec.version(), v))
-    check(specdec.methods() == ["none", "draft", "ngram", "early-exit", "del", "specbound"],
+    check(specdec.methods() == ["none", "draft", "ngram", "early-exit", "del", "specbound", "swift"],
           "methods: %s" % specdec.methods())
     check(os.path.realpath(specdec.library_path()) == os.path.realpath(os.environ["SPECDEC_LIB"]),
           "SPECDEC_LIB is what was loaded: %s" % specdec.library_path())

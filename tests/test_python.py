@@ -161,6 +161,11 @@ def test_errors(m):
     with specdec.Model(S260, n_threads=1, no_mmap=True) as nm:  # a load option of sd_model_params
         check(nm.generate(PROMPT, max_tokens=20, temperature=0).text ==
               m.generate(PROMPT, max_tokens=20, temperature=0).text, "no_mmap: the same text")
+    kq = os.path.join(SHARED, "models", "kquant", "stories-ee-w768-q5_k_m.gguf")
+    with specdec.Model(kq, n_ctx=128, n_threads=1, kv_type="f16") as kf:  # a context option: llama.cpp's arithmetic
+        check(kf.generate(PROMPT, max_tokens=30, temperature=0).text ==
+              cli(kq, "-c", "128", "-n", "30", "--temp", "0", "--kv-type", "f16"), "kv_type f16: the CLI's text")
+    raises(lambda: specdec.Model(S260, kv_type="f8"), "kv_type", "bad kv_type")
     small = specdec.Model(S260, n_ctx=8, n_threads=1)
     raises(lambda: small.generate(PROMPT * 4), "context holds 8", "prompt longer than the context")
     r = small.generate(PROMPT, max_tokens=100, temperature=0)

@@ -216,7 +216,7 @@ class Model(_Closing):
     """A loaded model and one context (KV cache, threads) to generate with.
 
     Model(path, n_ctx=0, n_threads=0, n_batch=64, tokenizer=None, convert_type=None, n_kv_cells=0, no_mmap=False,
-          mlock=False)
+          mlock=False, kv_type="f32")
       path          GGUF (v2/v3) or llama2.c .bin model
       n_ctx         positions of the context (0: the model's training context)
       n_threads     threads (0: the online CPUs)
@@ -226,10 +226,13 @@ class Model(_Closing):
       n_kv_cells    KV pool capacity (0: n_ctx)
       no_mmap       read the file into memory the process owns instead of mapping it
       mlock         lock the weights in RAM (an error naming RLIMIT_MEMLOCK when it cannot)
+      kv_type       "f32" (default) or "f16": K/V rounded to fp16, attention as llama.cpp's (CLI --kv-type)
     """
 
     def __init__(self, path, n_ctx=0, n_threads=0, n_batch=64, tokenizer=None, convert_type=None, n_kv_cells=0,
-                 no_mmap=False, mlock=False):
+                 no_mmap=False, mlock=False, kv_type="f32"):
+        if kv_type not in ("f32", "f16"):
+            raise SpecdecError("kv_type must be 'f32' or 'f16', not %r" % (kv_type,))
         self._m = self._c = None
         self._drafts, self._heads, self._active = {}, {}, None
         err = _lib.Error()
@@ -242,6 +245,7 @@ class Model(_Closing):
         self._m = m
         cp = _L.sd_ctx_default_params()
         cp.n_ctx, cp.n_threads, cp.n_batch, cp.n_kv_cells, cp.n_seq = n_ctx, n_threads, n_batch, n_kv_cells, 1
+        cp.kv_type = 1 if kv_type == "f16" else 0
         self._cp = cp
         c = ctypes.c_void_p()
         code = _L.sd_ctx_new(m, ctypes.byref(cp), ctypes.byref(c), ctypes.byref(err))

@@ -34,7 +34,8 @@ class ModelInfo(ctypes.Structure):
 
 class CtxParams(ctypes.Structure):
     _c_name_ = "sd_ctx_params"
-    _fields_ = [("n_ctx", c_int), ("n_seq", c_int), ("n_batch", c_int), ("n_threads", c_int), ("n_kv_cells", c_int)]
+    _fields_ = [("n_ctx", c_int), ("n_seq", c_int), ("n_batch", c_int), ("n_threads", c_int), ("n_kv_cells", c_int),
+                ("kv_type", c_int)]
 
 
 class SamplerParams(ctypes.Structure):

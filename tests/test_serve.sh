@@ -365,7 +365,7 @@ $CLI serve --help | grep -q "/v1/chat/completions" && ok || bad "serve --help"
 # Speculative Verification: a request's verify=sv needs the server's profile and companion
 $CLI profile sv -m "$TGT" --draft-model "$DRAFT" --companion "$SHARED/models/stories-plain.gguf" -t 1 -n 24 --limit 3 \
     --prompts "$SHARED/data/stories_dev.jsonl" --out "$TMP/sv.json" >/dev/null 2>&1 || bad "profile sv for the server"
-if start_server "$TMP/sv.log" -c $CTX --parallel 2 --draft-model "$DRAFT" --companion "$SHARED/models/stories-plain.gguf" \
+if start_server "$TMP/sv.log" -m "$TGT" -t 1 -c $CTX --parallel 2 --draft-model "$DRAFT" --companion "$SHARED/models/stories-plain.gguf" \
     --sv-profile "$TMP/sv.json"; then
     U=http://127.0.0.1:$PORT
     spec='{"method":"draft","gamma":5,"verify":"sv"}'

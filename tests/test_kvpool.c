@@ -17,11 +17,6 @@
 
 enum { N_CTX = 256, PAGE = 64 };
 
-static double scale(void) {
-    const char *s = getenv("SPECDEC_TEST_SCALE");
-    return s ? atof(s) : 1.0;
-}
-
 static sd_ctx *mkctx_t(sd_model *m, int n_seq, int n_ctx, int n_kv_cells, int threads) {
     sd_ctx_params cp = sd_ctx_default_params();
     cp.n_ctx = n_ctx;
@@ -265,7 +260,7 @@ static sd_status job_step(sd_ctx *c, int seq, job *j, int V, float *logits, sd_e
 /* tok[len - 1] is the token the next decode step feeds: after the prompt, the greedy token was appended */
 
 static void check_many(sd_model *m, int V) {
-    const int n_jobs = (int)(1000 * scale()) < 20 ? 20 : (int)(1000 * scale());
+    const int n_jobs = (int)(1000 * tl_scale()) < 20 ? 20 : (int)(1000 * tl_scale());
     sd_ctx *ref = mkctx_t(m, 1, N_CTX, 0, 1), *c = mkctx_t(m, SLOTS, N_CTX, 4 * PAGE, 1);
     if (!c || !ref) return;
     float *logits = malloc((size_t)V * sizeof(float));

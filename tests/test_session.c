@@ -18,18 +18,6 @@
 
 enum { N_CTX = 256, MAX_P = 16, N_METHODS = 7 };
 
-static double scale(void) { /* SPECDEC_TEST_SCALE < 1: a lighter run (the sanitizer build) */
-    const char *s = getenv("SPECDEC_TEST_SCALE");
-    return s ? atof(s) : 1.0;
-}
-
-static sd_model *load(const char *rel) {
-    sd_model *m = NULL;
-    sd_error err;
-    if (sd_model_load(tl_shared(rel), NULL, &m, &err) != SD_OK) CHECK(0, "load %s: %s", rel, err.msg);
-    return m;
-}
-
 static sd_ctx *mkctx_pool(sd_model *m, int n_seq, int n_kv_cells) {
     sd_ctx_params cp = sd_ctx_default_params();
     cp.n_kv_cells = n_kv_cells;
@@ -285,7 +273,7 @@ static int pool_used(sd_ctx *c) {
 
 static void pool_sessions(sd_model *tm, sd_model *dm) {
     enum { N_CFG = 8, P = 4 };
-    const int N_SESSIONS = scale() < 1 ? 100 : 1000;
+    const int N_SESSIONS = tl_scale() < 1 ? 100 : 1000;
     /* configurations: (method, prompt) pairs; each session repeats one, and must give its alone output */
     job cfg[N_CFG];
     const int methods[N_CFG] = {0, 1, 3, 4, 2, 0, 1, 3};
@@ -461,14 +449,14 @@ static void isolation_and_misuse(sd_model *tm, sd_model *dm) {
 }
 
 int main(void) {
-    sd_model *tm = load("models/stories-ee.gguf"), *dm = load("models/stories260K.gguf");
+    sd_model *tm = tl_load_model("models/stories-ee.gguf"), *dm = tl_load_model("models/stories260K.gguf");
     if (!tm || !dm) return tl_finish("test_session");
     merge_unit(tm);
     trees_greedy(tm, dm);
     isolation_and_misuse(tm, dm);
     pool_exhaustion(tm, dm);
     pool_sessions(tm, dm);
-    const int Ps[] = {16, 8, 3, 1}, n_ps = scale() < 1 ? 1 : 4;
+    const int Ps[] = {16, 8, 3, 1}, n_ps = tl_scale() < 1 ? 1 : 4;
     for (int i = 0; i < n_ps; i++) batch_equals_alone(tm, dm, Ps[i], 0.0f);
     for (int i = 0; i < n_ps; i++) batch_equals_alone(tm, dm, Ps[i], 0.8f);
     sd_model_free(tm);

@@ -14,11 +14,6 @@
 #include "specdec.h"
 #include "testlib.h"
 
-static double scale(void) {
-    const char *s = getenv("SPECDEC_TEST_SCALE");
-    return s ? atof(s) : 1.0;
-}
-
 static sd_model *load(const char *rel, const char *convert) {
     sd_model_params p = sd_model_default_params();
     p.convert_type = convert;
@@ -195,26 +190,6 @@ static void greedy_equivalence(const pair_case *pc, int n_predict, bool check_ca
 }
 
 /* ---- sampling */
-static double chi2(const int *counts, const double *p, int V, int N, int *dof) {
-    double c = 0, rest_e = 0, rest_o = 0;
-    *dof = -1;
-    for (int i = 0; i < V; i++) {
-        double e = p[i] * N;
-        if (e < 5) {
-            rest_e += e;
-            rest_o += counts[i];
-            continue;
-        }
-        c += (counts[i] - e) * (counts[i] - e) / e;
-        (*dof)++;
-    }
-    if (rest_e >= 5) {
-        c += (rest_o - rest_e) * (rest_o - rest_e) / rest_e;
-        (*dof)++;
-    }
-    return c;
-}
-static bool chi2_ok(double c, int dof) { return c < dof + 4.0 * sqrt(2.0 * dof) + 10; } /* ~ p > 1e-4 */
 
 static double broken_residual(const float *p, const float *q, int32_t x, int V, float *r) {
     (void)q, (void)x; /* wrong: resample from p itself */
@@ -246,14 +221,14 @@ static void acceptance_distribution(void) {
             counts[out]++;
         }
         int dof;
-        double c = chi2(counts, pd, V, N, &dof);
+        double c = tl_chi2(counts, pd, V, N, &dof);
         if (variant < 2)
-            CHECK(chi2_ok(c, dof), "acceptance rule (%s draft): chi2 %.1f (%d dof)", variant ? "one-hot" : "q", c, dof);
+            CHECK(tl_chi2_ok(c, dof), "acceptance rule (%s draft): chi2 %.1f (%d dof)", variant ? "one-hot" : "q", c, dof);
         else
-            CHECK(!chi2_ok(c, dof), "a broken residual rule went undetected: chi2 %.1f (%d dof)", c, dof);
+            CHECK(!tl_chi2_ok(c, dof), "a broken residual rule went undetected: chi2 %.1f (%d dof)", c, dof);
         printf("  acceptance rule, %-18s chi2 = %8.1f (%d dof) -> %s\n",
                variant == 0 ? "draft q:" : variant == 1 ? "one-hot draft:" : "BROKEN residual:", c, dof,
-               chi2_ok(c, dof) ? "matches p" : "rejected");
+               tl_chi2_ok(c, dof) ? "matches p" : "rejected");
     }
     sd_sampler_free(s);
 }
@@ -294,14 +269,14 @@ static void tree_acceptance_distribution(void) {
             counts[acc ? tok[path[0]] : next]++;
         }
         int dof;
-        double c = chi2(counts, pd, V, N, &dof);
+        double c = tl_chi2(counts, pd, V, N, &dof);
         if (variant < 2)
-            CHECK(chi2_ok(c, dof), "tree acceptance (%s children): chi2 %.1f (%d dof)", variant ? "one-hot" : "q", c, dof);
+            CHECK(tl_chi2_ok(c, dof), "tree acceptance (%s children): chi2 %.1f (%d dof)", variant ? "one-hot" : "q", c, dof);
         else
-            CHECK(!chi2_ok(c, dof), "tree acceptance: a broken residual rule went undetected: chi2 %.1f (%d dof)", c, dof);
+            CHECK(!tl_chi2_ok(c, dof), "tree acceptance: a broken residual rule went undetected: chi2 %.1f (%d dof)", c, dof);
         printf("  tree acceptance, 3 %-16s chi2 = %8.1f (%d dof) -> %s\n",
                variant == 0 ? "q children:" : variant == 1 ? "one-hot children:" : "BROKEN residual:", c, dof,
-               chi2_ok(c, dof) ? "matches p" : "rejected");
+               tl_chi2_ok(c, dof) ? "matches p" : "rejected");
     }
     sd_sampler_free(s);
     sd_sampler_free(drafts);
@@ -333,7 +308,7 @@ static void engine_first_token(int tree_nodes) {
     sd_sampler_probs(s0, logits, prompt, np, qf);
     double tv = 0;
     for (int i = 0; i < V; i++) tv += fabs(pf[i] - qf[i]) / 2;
-    int N = (int)(20000 * scale());
+    int N = (int)(20000 * tl_scale());
     if (N < 1000) N = 1000;
     int *counts = calloc(V, sizeof *counts);
     sd_spec_params sp = sd_spec_default_params();
@@ -360,10 +335,10 @@ static void engine_first_token(int tree_nodes) {
     double pd[512];
     for (int i = 0; i < V; i++) pd[i] = pf[i];
     int dof;
-    double c = chi2(counts, pd, V, N, &dof);
+    double c = tl_chi2(counts, pd, V, N, &dof);
     CHECK(tv > 0.05, "target and draft distributions should differ (TV %.3f)", tv);
     CHECK(accepted_first == N, "every first round must draft (%d of %d did)", accepted_first, N);
-    CHECK(chi2_ok(c, dof), "engine%s: first sampled token vs target distribution: chi2 %.1f (%d dof)",
+    CHECK(tl_chi2_ok(c, dof), "engine%s: first sampled token vs target distribution: chi2 %.1f (%d dof)",
           tree_nodes ? " (tree)" : "", c, dof);
     printf("  engine first token%s (%d draws, TV(p,q) = %.2f, rounds that drafted %.0f%%): chi2 = %.1f (%d dof)\n",
            tree_nodes ? ", token tree" : "", N, tv, 100.0 * accepted_first / N, c, dof);
@@ -491,7 +466,7 @@ int main(void) {
         {"stories260K SpecBound tau .5", "models/stories260K.gguf", NULL, NULL, NULL, SD_SPEC_SPECBOUND, 0, sb_default},
         {"tiny-qwen2 SpecBound tau .5", "models/tiny-qwen2-gpt2-f32.gguf", NULL, NULL, NULL, SD_SPEC_SPECBOUND, 0, sb_default},
     };
-    int n_predict = scale() < 1 ? 24 : 48;
+    int n_predict = tl_scale() < 1 ? 24 : 48;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) greedy_equivalence(&cases[i], n_predict, true);
     acceptance_distribution();
     tree_acceptance_distribution();

@@ -338,17 +338,10 @@ static void greedy_equivalence(sd_model *tm, sd_model *dm, sd_model *cm) {
     sd_ctx_free(ct), sd_ctx_free(cd), sd_ctx_free(cc), sd_ctx_free(ce);
 }
 
-static sd_model *load(const char *rel) {
-    sd_model *m = NULL;
-    sd_error err;
-    if (sd_model_load(tl_shared(rel), NULL, &m, &err) != SD_OK) CHECK(0, "load %s: %s", rel, err.msg);
-    return m;
-}
-
 int main(void) {
     selection_bruteforce();
-    sd_model *tm = load("models/stories-ee.gguf"), *dm = load("models/stories260K.gguf"),
-             *cm = load("models/stories-plain.gguf");
+    sd_model *tm = tl_load_model("models/stories-ee.gguf"), *dm = tl_load_model("models/stories260K.gguf"),
+             *cm = tl_load_model("models/stories-plain.gguf");
     if (tm && dm && cm) {
         bins_and_profile(tm, cm);
         latency_table(tm, cm);

@@ -18,18 +18,6 @@
 #include "specdec.h"
 #include "testlib.h"
 
-static double scale(void) {
-    const char *s = getenv("SPECDEC_TEST_SCALE");
-    return s ? atof(s) : 1.0;
-}
-
-static sd_model *load(const char *rel) {
-    sd_model *m = NULL;
-    sd_error err;
-    if (sd_model_load(tl_shared(rel), NULL, &m, &err) != SD_OK) CHECK(0, "load %s: %s", rel, err.msg);
-    return m;
-}
-
 static sd_ctx *mkctx(sd_model *m, int n_ctx, int n_threads) {
     sd_ctx_params cp = sd_ctx_default_params();
     cp.n_ctx = n_ctx;
@@ -76,7 +64,7 @@ typedef struct swift_case {
 } swift_case;
 
 static void greedy_equivalence(const swift_case *sc, int n_predict) {
-    sd_model *tm = load(sc->model);
+    sd_model *tm = tl_load_model(sc->model);
     if (!tm) return;
     sd_model_info ti;
     sd_model_get_info(tm, &ti);
@@ -157,7 +145,7 @@ static void greedy_equivalence(const swift_case *sc, int n_predict) {
 
 /* ---- view_len: cached positions re-run with a limited view give a plain run's logits, and leave the cache alone */
 static void view_len_pass(void) {
-    sd_model *m = load("models/stories-plain.gguf");
+    sd_model *m = tl_load_model("models/stories-plain.gguf");
     if (!m) return;
     sd_model_info mi;
     sd_model_get_info(m, &mi);
@@ -350,28 +338,9 @@ static void save_load(void) {
 }
 
 /* ---- sampling with trees: the first emitted token follows the target's distribution */
-static double chi2(const int *counts, const double *p, int V, int N, int *dof) {
-    double c = 0, rest_e = 0, rest_o = 0;
-    *dof = -1;
-    for (int i = 0; i < V; i++) {
-        double e = p[i] * N;
-        if (e < 5) {
-            rest_e += e;
-            rest_o += counts[i];
-            continue;
-        }
-        c += (counts[i] - e) * (counts[i] - e) / e;
-        (*dof)++;
-    }
-    if (rest_e >= 5) {
-        c += (rest_o - rest_e) * (rest_o - rest_e) / rest_e;
-        (*dof)++;
-    }
-    return c;
-}
 
 static void first_token_distribution(int tree_nodes) {
-    sd_model *tm = load("models/stories-plain.gguf");
+    sd_model *tm = tl_load_model("models/stories-plain.gguf");
     if (!tm) return;
     const int V = 512;
     sd_ctx *ct = mkctx(tm, 64, 1); /* 1 thread: many tiny runs */
@@ -384,7 +353,7 @@ static void first_token_distribution(int tree_nodes) {
     sd_sampler *s0;
     sd_sampler_new(&spp, V, &s0, NULL);
     sd_sampler_probs(s0, logits, prompt, 1, pf);
-    int N = (int)(5000 * scale());
+    int N = (int)(5000 * tl_scale());
     if (N < 1000) N = 1000;
     int *counts = calloc(V, sizeof *counts), drafted = 0;
     sd_spec_params sp = sd_spec_default_params();
@@ -407,9 +376,9 @@ static void first_token_distribution(int tree_nodes) {
     double pd[512];
     for (int i = 0; i < V; i++) pd[i] = pf[i];
     int dof;
-    double c = chi2(counts, pd, V, N, &dof);
+    double c = tl_chi2(counts, pd, V, N, &dof);
     CHECK(drafted == N, "every first round must draft (%d of %d did)", drafted, N);
-    CHECK(c < dof + 4.0 * sqrt(2.0 * dof) + 10, "swift%s: first sampled token vs target: chi2 %.1f (%d dof)",
+    CHECK(tl_chi2_ok(c, dof), "swift%s: first sampled token vs target: chi2 %.1f (%d dof)",
           tree_nodes ? " tree" : " chain", c, dof);
     printf("  sampling, first token, %-6s (%d draws): chi2 = %.1f (%d dof)\n", tree_nodes ? "tree" : "chain", N, c, dof);
     free(counts);
@@ -422,7 +391,7 @@ static void first_token_distribution(int tree_nodes) {
 
 /* ---- bad input */
 static void bad_input(void) {
-    sd_model *m = load("models/stories-plain.gguf");
+    sd_model *m = tl_load_model("models/stories-plain.gguf");
     if (!m) return;
     sd_spec_params sp = sd_spec_default_params();
     sd_error err = {0};
@@ -465,7 +434,7 @@ int main(void) {
         {"tiny-spm f32 (random weights)", "models/tiny-llama-spm-f32.gguf", 6},
         {"tiny-qwen2 f32 (random weights)", "models/tiny-qwen2-gpt2-f32.gguf", 6},
     };
-    int n_predict = scale() < 1 ? 24 : 48;
+    int n_predict = tl_scale() < 1 ? 24 : 48;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) greedy_equivalence(&cases[i], n_predict);
     first_token_distribution(0);
     first_token_distribution(12);

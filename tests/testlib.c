@@ -1,6 +1,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "testlib.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,3 +118,37 @@ void tl_ref_free(tl_ref *ref) {
     free(ref->p);
     memset(ref, 0, sizeof *ref);
 }
+
+double tl_scale(void) {
+    const char *s = getenv("SPECDEC_TEST_SCALE");
+    return s ? atof(s) : 1.0;
+}
+
+sd_model *tl_load_model(const char *rel) {
+    sd_model *m = NULL;
+    sd_error err;
+    if (sd_model_load(tl_shared(rel), NULL, &m, &err) != SD_OK) CHECK(0, "load %s: %s", rel, err.msg);
+    return m;
+}
+
+double tl_chi2(const int *counts, const double *p, int V, int N, int *dof) {
+    double c = 0, rest_e = 0, rest_o = 0;
+    *dof = -1;
+    for (int i = 0; i < V; i++) {
+        double e = p[i] * N;
+        if (e < 5) {
+            rest_e += e;
+            rest_o += counts[i];
+            continue;
+        }
+        c += (counts[i] - e) * (counts[i] - e) / e;
+        (*dof)++;
+    }
+    if (rest_e >= 5) {
+        c += (rest_o - rest_e) * (rest_o - rest_e) / rest_e;
+        (*dof)++;
+    }
+    return c;
+}
+
+bool tl_chi2_ok(double c, int dof) { return c < dof + 4.0 * sqrt(2.0 * dof) + 10; }

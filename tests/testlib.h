@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "specdec.h"
+
 extern int tl_pass, tl_fail;
 
 #define CHECK(cond, ...)                                                                                         \
@@ -27,6 +29,15 @@ const char *tl_shared(const char *rel);
 /* Reads a whole file; NULL on failure. *len gets the size. */
 unsigned char *tl_read_file(const char *path, size_t *len);
 bool tl_write_file(const char *path, const void *data, size_t len);
+/* SPECDEC_TEST_SCALE (default 1): < 1 asks for a lighter run (the sanitizer build). */
+double tl_scale(void);
+/* Loads a model under the shared folder; on failure a failed CHECK and NULL. */
+sd_model *tl_load_model(const char *rel);
+/* Pearson's chi-square of counts (N draws over V outcomes) against probabilities p, outcomes expected fewer than 5
+ * times pooled into one; *dof gets the degrees of freedom. tl_chi2_ok: below a bound that a true distribution exceeds
+ * with probability about 1e-4. */
+double tl_chi2(const int *counts, const double *p, int V, int N, int *dof);
+bool tl_chi2_ok(double c, int dof);
 
 typedef struct tl_logits {
     int pos, n_vocab;

@@ -43,28 +43,16 @@ typedef struct round_check {
     int rounds, zero_acc_rounds;
 } round_check;
 
-static bool same_rows(sd_ctx *a, sd_ctx *b, int n_layer, int kvd, int upto) {
-    float *ka = malloc((size_t)kvd * 4 * sizeof(float)), *va = ka + kvd, *kb = va + kvd, *vb = kb + kvd;
-    bool same = true;
-    for (int l = 0; l < n_layer && same; l++)
-        for (int p = 0; p < upto && same; p++) {
-            if (sd_kv_read(a, 0, l, p, ka, va, NULL) || sd_kv_read(b, 0, l, p, kb, vb, NULL)) same = false;
-            else same = memcmp(ka, kb, (size_t)kvd * 2 * sizeof(float)) == 0;
-        }
-    free(ka);
-    return same;
-}
-
 static bool on_round(const sd_spec_round *r, void *user) {
     round_check *rc = user;
     rc->rounds++;
     if (r->n_drafted > 0 && r->n_accepted == 0) rc->zero_acc_rounds++;
     if (!rc->ref) return true;
     int n = r->n_committed;
-    if (sd_kv_len(rc->target, 0, -1) != n || !same_rows(rc->target, rc->ref, rc->n_layer, rc->kvd, n)) rc->ok = false;
+    if (sd_kv_len(rc->target, 0, -1) != n || !tl_same_kv_rows(rc->target, rc->ref, rc->n_layer, rc->kvd, n, false)) rc->ok = false;
     if (rc->draft) {
         int nd = sd_kv_len(rc->draft, 0, -1);
-        if (nd > n || !same_rows(rc->draft, rc->draft_ref, rc->n_layer_draft, rc->kvd_draft, nd)) rc->ok = false;
+        if (nd > n || !tl_same_kv_rows(rc->draft, rc->draft_ref, rc->n_layer_draft, rc->kvd_draft, nd, false)) rc->ok = false;
     }
     return true;
 }

@@ -37,24 +37,10 @@ typedef struct round_check {
     int rounds;
 } round_check;
 
-static bool same_rows(sd_ctx *a, sd_ctx *b, int n_layer, int kvd, int upto) {
-    float *ka = malloc((size_t)kvd * 4 * sizeof(float)), *va = ka + kvd, *kb = va + kvd, *vb = kb + kvd;
-    bool same = true;
-    for (int l = 0; l < n_layer && same; l++) {
-        if (sd_kv_len(a, 0, l) != upto) same = false;
-        for (int p = 0; p < upto && same; p++) {
-            if (sd_kv_read(a, 0, l, p, ka, va, NULL) || sd_kv_read(b, 0, l, p, kb, vb, NULL)) same = false;
-            else same = memcmp(ka, kb, (size_t)kvd * 2 * sizeof(float)) == 0;
-        }
-    }
-    free(ka);
-    return same;
-}
-
 static bool on_round(const sd_spec_round *r, void *user) {
     round_check *rc = user;
     rc->rounds++;
-    if (!same_rows(rc->target, rc->ref, rc->n_layer, rc->kvd, r->n_committed)) rc->ok = false;
+    if (!tl_same_kv_rows(rc->target, rc->ref, rc->n_layer, rc->kvd, r->n_committed, true)) rc->ok = false;
     return true;
 }
 

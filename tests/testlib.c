@@ -152,3 +152,17 @@ double tl_chi2(const int *counts, const double *p, int V, int N, int *dof) {
 }
 
 bool tl_chi2_ok(double c, int dof) { return c < dof + 4.0 * sqrt(2.0 * dof) + 10; }
+
+bool tl_same_kv_rows(sd_ctx *a, sd_ctx *b, int n_layer, int kvd, int upto, bool exact_len) {
+    float *ka = malloc((size_t)kvd * 4 * sizeof(float)), *va = ka + kvd, *kb = va + kvd, *vb = kb + kvd;
+    bool same = ka != NULL;
+    for (int l = 0; l < n_layer && same; l++) {
+        if (exact_len && sd_kv_len(a, 0, l) != upto) same = false;
+        for (int p = 0; p < upto && same; p++) {
+            if (sd_kv_read(a, 0, l, p, ka, va, NULL) || sd_kv_read(b, 0, l, p, kb, vb, NULL)) same = false;
+            else same = memcmp(ka, kb, (size_t)kvd * 2 * sizeof(float)) == 0;
+        }
+    }
+    free(ka);
+    return same;
+}

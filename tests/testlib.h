@@ -38,6 +38,9 @@ sd_model *tl_load_model(const char *rel);
  * with probability about 1e-4. */
 double tl_chi2(const int *counts, const double *p, int V, int N, int *dof);
 bool tl_chi2_ok(double c, int dof);
+/* Whether sequence 0 of a and b holds the same K/V bits at positions [0, upto) of every layer (kvd floats each of K
+ * and V per row); with exact_len also that a's cache holds exactly upto positions in every layer. */
+bool tl_same_kv_rows(sd_ctx *a, sd_ctx *b, int n_layer, int kvd, int upto, bool exact_len);
 
 typedef struct tl_logits {
     int pos, n_vocab;

@@ -307,19 +307,21 @@ INLINE void tile_quant(int t, int R, int P, const unsigned char *const *wr, cons
 }
 
 /* Rows wr[0..R) against all n positions in ceil(n / PT) tiles of even sizes; pf in the first tile only (the later
- * ones find the rows in L1). */
-INLINE void rows_quant(int t, int R, int PT, const unsigned char *const *wr, const int *ri, int cols, const void *x,
-                       size_t xs, int n, float *y, int ldy, size_t pf) {
-    const int nb = cols / 32;
-    const act_q8 *xp[4];
-    int nt = (n + PT - 1) / PT;
-    for (int ti = 0, p = 0; ti < nt; ti++) {
-        int P = (n - p) / (nt - ti);
-        for (int j = 0; j < P; j++) xp[j] = (const act_q8 *)(const void *)((const char *)x + (size_t)(p + j) * xs);
-        WITH_RP(tile_quant, t, R, P, wr, ri, nb, xp, y, ldy, p, ti == 0 ? pf : 0);
-        p += P;
+ * ones find the rows in L1). ACT: the activation block type, QB: the values per block, TILE: the tile kernel. */
+#define ROWS_OVER_TILES(name, ACT, QB, TILE)                                                                      \
+    INLINE void name(int t, int R, int PT, const unsigned char *const *wr, const int *ri, int cols, const void *x, \
+                     size_t xs, int n, float *y, int ldy, size_t pf) {                                            \
+        const int nb = cols / (QB);                                                                               \
+        const ACT *xp[4];                                                                                         \
+        int nt = (n + PT - 1) / PT;                                                                               \
+        for (int ti = 0, p = 0; ti < nt; ti++) {                                                                  \
+            int P = (n - p) / (nt - ti);                                                                          \
+            for (int j = 0; j < P; j++) xp[j] = (const ACT *)(const void *)((const char *)x + (size_t)(p + j) * xs); \
+            WITH_RP(TILE, t, R, P, wr, ri, nb, xp, y, ldy, p, ti == 0 ? pf : 0);                                  \
+            p += P;                                                                                               \
+        }                                                                                                         \
     }
-}
+ROWS_OVER_TILES(rows_quant, act_q8, 32, tile_quant)
 
 /* quantized types: 2 rows x 4 positions (8 accumulators; the integer steps need the other registers) */
 ROWS_MM(mm_q8_0_avx2, rows_quant, T_Q8_0, 2, 4)
@@ -448,18 +450,7 @@ INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const i
         for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = s[i][j] - m[i][j];
 }
 
-INLINE void rows_kq(int t, int R, int PT, const unsigned char *const *wr, const int *ri, int cols, const void *x,
-                    size_t xs, int n, float *y, int ldy, size_t pf) {
-    const int nb = cols / QK_K;
-    const act_q8k *xp[4];
-    int nt = (n + PT - 1) / PT;
-    for (int ti = 0, p = 0; ti < nt; ti++) {
-        int P = (n - p) / (nt - ti);
-        for (int j = 0; j < P; j++) xp[j] = (const act_q8k *)(const void *)((const char *)x + (size_t)(p + j) * xs);
-        WITH_RP(tile_kq, t, R, P, wr, ri, nb, xp, y, ldy, p, ti == 0 ? pf : 0);
-        p += P;
-    }
-}
+ROWS_OVER_TILES(rows_kq, act_q8k, QK_K, tile_kq)
 
 /* K-quants: every block size through the per-row kernel (its float chains are llama.cpp's, kquant.h). The 8-rows-in-
  * the-lanes tile that q4_0 uses (kern_tile_avx2.c) does not yet compute these chains, so it is not used for them. */

@@ -224,6 +224,16 @@ static void test_metrics(void) {
               strstr(t, "specdec_kv_pages_capacity 4\n"),
           "metrics text:\n%s", t ? t : "");
     free(t);
+    /* every method has its own label, the ones added last included (SWIFT was counted as "none") */
+    sv_metrics_request(&mt, SD_SPEC_SWIFT, 4, 7, 6, 5, 2);
+    sv_metrics_round(&mt, SD_SPEC_SWIFT, 1, 1);
+    t = sv_metrics_text(&mt);
+    CHECK(t && strstr(t, "specdec_requests_total{method=\"swift\"} 1\n") &&
+              strstr(t, "specdec_requests_total{method=\"none\"} 0\n") &&
+              strstr(t, "specdec_draft_position_drafted_total{method=\"swift\",position=\"1\"} 1\n") &&
+              !strstr(t, "method=\"?\""),
+          "metrics text:\n%s", t ? t : "");
+    free(t);
     sv_metrics_destroy(&mt);
 }
 

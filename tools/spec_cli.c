@@ -19,7 +19,7 @@ static const char *placeholder(const sd_spec_param_info *in, bool as_keys) {
 static void methods_text(unsigned mask, char *buf, size_t cap) {
     size_t n = 0;
     buf[0] = 0;
-    for (int m = SD_SPEC_DRAFT; m <= SD_SPEC_SPECBOUND && n < cap; m++)
+    for (int m = SD_SPEC_DRAFT; m < 32 && n < cap && strcmp(sd_spec_method_name((sd_spec_method)m), "?"); m++)
         if (mask & (1u << m)) n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? " " : "", sd_spec_method_name(m));
 }
 

@@ -14,6 +14,13 @@ void sv_metrics_init(sv_metrics *mt) {
 
 void sv_metrics_destroy(sv_metrics *mt) { pthread_mutex_destroy(&mt->mu); }
 
+/* The methods the library names (sd_spec_method_name answers "?" past the last one). */
+static int n_named_methods(void) {
+    int n = 0;
+    while (n < SV_N_METHODS && strcmp(sd_spec_method_name((sd_spec_method)n), "?")) n++;
+    return n;
+}
+
 static sv_method_counts *counts(sv_metrics *mt, int method) {
     return &mt->m[method >= 0 && method < SV_N_METHODS ? method : 0];
 }
@@ -101,7 +108,7 @@ static void tprintf(tbuf *b, const char *fmt, ...) {
 /* One counter family: HELP, TYPE, then one sample per method (every method, so a scraper sees zeros). */
 static void family(tbuf *b, const sv_metrics *mt, const char *name, const char *help, size_t off) {
     tprintf(b, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
-    for (int m = 0; m < SV_N_METHODS; m++)
+    for (int m = 0; m < n_named_methods(); m++)
         tprintf(b, "%s{method=\"%s\"} %llu\n", name, sd_spec_method_name((sd_spec_method)m),
                 (unsigned long long)*(const uint64_t *)((const char *)&mt->m[m] + off));
 }
@@ -122,19 +129,19 @@ char *sv_metrics_text(sv_metrics *mt) {
            offsetof(sv_method_counts, passes));
     tprintf(&b, "# HELP specdec_draft_position_drafted_total Rounds that drafted a token at this position.\n"
                 "# TYPE specdec_draft_position_drafted_total counter\n");
-    for (int m = 1; m < SV_N_METHODS; m++)
+    for (int m = 1; m < n_named_methods(); m++)
         for (int d = 0; d < SV_MAX_POS && s.m[m].pos_drafted[d]; d++)
             tprintf(&b, "specdec_draft_position_drafted_total{method=\"%s\",position=\"%d\"} %llu\n",
                     sd_spec_method_name((sd_spec_method)m), d + 1, (unsigned long long)s.m[m].pos_drafted[d]);
     tprintf(&b, "# HELP specdec_draft_position_accepted_total Rounds whose draft token at this position was accepted.\n"
                 "# TYPE specdec_draft_position_accepted_total counter\n");
-    for (int m = 1; m < SV_N_METHODS; m++)
+    for (int m = 1; m < n_named_methods(); m++)
         for (int d = 0; d < SV_MAX_POS && s.m[m].pos_drafted[d]; d++)
             tprintf(&b, "specdec_draft_position_accepted_total{method=\"%s\",position=\"%d\"} %llu\n",
                     sd_spec_method_name((sd_spec_method)m), d + 1, (unsigned long long)s.m[m].pos_accepted[d]);
     tprintf(&b, "# HELP specdec_draft_position_acceptance Acceptance rate of the draft token at this position.\n"
                 "# TYPE specdec_draft_position_acceptance gauge\n");
-    for (int m = 1; m < SV_N_METHODS; m++)
+    for (int m = 1; m < n_named_methods(); m++)
         for (int d = 0; d < SV_MAX_POS && s.m[m].pos_drafted[d]; d++)
             tprintf(&b, "specdec_draft_position_acceptance{method=\"%s\",position=\"%d\"} %.6f\n",
                     sd_spec_method_name((sd_spec_method)m), d + 1,

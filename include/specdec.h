@@ -775,6 +775,8 @@ double sd_sv_latency_time(const sd_sv_latency *l, int n_total, int b);
 /* A live pass: the nearest cell moves toward seconds (decay: weight of the old value, e.g. 0.9). */
 void sd_sv_latency_observe(sd_sv_latency *l, int n_total, int b, double seconds, double decay);
 int sd_sv_latency_n_max(const sd_sv_latency *l);
+/* The largest batch size the table was measured for. */
+int sd_sv_latency_max_batch(const sd_sv_latency *l);
 void sd_sv_latency_free(sd_sv_latency *l);
 
 /* The selection rule alone (for tests and tools): m sequences, sequence i has k[i] drafted tokens with beta

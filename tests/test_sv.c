@@ -171,6 +171,8 @@ static void latency_table(const sd_model *tm, const sd_model *other) {
     sd_error err = {0};
     CHECK(sd_sv_latency_new(2, bs, 2, t, &l, &err) == SD_OK, "new: %s", err.msg);
     CHECK(fabs(sd_sv_latency_time(l, 1, 1) - 2) < 1e-12, "T(1, 1)");
+    CHECK(sd_sv_latency_n_max(l) == 2 && sd_sv_latency_max_batch(l) == 4, "n_max %d, largest batch %d",
+          sd_sv_latency_n_max(l), sd_sv_latency_max_batch(l));
     CHECK(fabs(sd_sv_latency_time(l, 2, 4) - 4.5) < 1e-12, "T(mean 0.5, 4) interpolated in n");
     CHECK(fabs(sd_sv_latency_time(l, 0, 2) - (1 + (3 - 1) / 3.0)) < 1e-12, "T(0, 2) interpolated in b");
     CHECK(fabs(sd_sv_latency_time(l, 3, 1) - 6) < 1e-12, "T(3, 1) extrapolated");

@@ -158,7 +158,7 @@ static bool latency_open(sv_env *e, const sd_spec_params *sp, const char *path, 
     if (n_max > 32) n_max = 32;
     if (path) {
         sd_status st = sd_sv_latency_load(target, threads, path, &e->lat, &err);
-        if (st == SD_OK && sd_sv_latency_n_max(e->lat) >= n_max) {
+        if (st == SD_OK && sd_sv_latency_n_max(e->lat) >= n_max && sd_sv_latency_max_batch(e->lat) >= BATCHES[nb - 1]) {
             fprintf(stderr, "sv: latency table from %s\n", path);
             return true;
         }

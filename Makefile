@@ -85,7 +85,7 @@ $(CLI): $(CLI_OBJ) $(LIB)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) $(SERVE_LIBS) $(LDLIBS)
 
 # the server's modules without the HTTP front, for their unit test
-SERVE_UNIT_OBJ := $(patsubst %.c,$(BUILD)/%.o,tools/serve/chat_tpl.c tools/serve/serve_req.c tools/serve/serve_resp.c tools/serve/serve_metrics.c)
+SERVE_UNIT_OBJ := $(patsubst %.c,$(BUILD)/%.o,tools/serve/chat_tpl.c tools/serve/serve_req.c tools/serve/serve_resp.c tools/serve/serve_metrics.c tools/spec_cli.c)
 $(BUILD)/tests/test_serve_units.o: CFLAGS += -Itools/serve -Itools
 $(BUILD)/tests/test_serve_units: $(BUILD)/tests/test_serve_units.o $(BUILD)/tests/testlib.o $(SERVE_UNIT_OBJ) $(LIB)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) -lcjson $(LDLIBS)

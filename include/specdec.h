@@ -319,7 +319,8 @@ sd_status sd_exit_heads_save(const sd_exit_heads *heads, const char *path, sd_er
 
 /* SpecDec++'s acceptance head (methods.md 5): a small residual MLP on a drafter's hidden state giving
  * P(the drafted token is accepted | prefix), stored in its own GGUF tied to the drafter it was trained for (the draft
- * model, or the target's first E layers for early exit). Owned by the caller; must outlive its use. */
+ * model, the target's first E layers for early exit, or the target with a SWIFT skip set). Owned by the caller; must
+ * outlive its use. */
 typedef struct sd_accept_head sd_accept_head;
 sd_status sd_accept_head_load(const char *path, sd_accept_head **out, sd_error *err);
 sd_status sd_accept_head_save(const sd_accept_head *head, const char *path, sd_error *err);
@@ -327,6 +328,11 @@ void sd_accept_head_free(sd_accept_head *head);
 /* SD_OK when head reads the states of model m after `depth` layers (n_layer: a draft model's last layer; E: early
  * exit at E); otherwise SD_ERR_ARG naming the mismatch (another draft model, another exit layer). */
 sd_status sd_accept_head_check(const sd_accept_head *head, const sd_model *m, int depth, sd_error *err);
+/* SWIFT: SD_OK when head was trained on target's last state with a skip set of n_skip sub-layers (the skip ratio's set
+ * size; the set itself may differ: the optimiser moves it); otherwise SD_ERR_ARG naming the mismatch. */
+sd_status sd_accept_head_check_swift(const sd_accept_head *head, const sd_model *target, int n_skip, sd_error *err);
+/* SWIFT heads: the skip set trained on into mask[2 n_layer] (may be NULL); returns its size (0: not a SWIFT head). */
+int sd_accept_head_skip_set(const sd_accept_head *head, uint8_t *mask);
 
 /* Trains an acceptance head (specdec train accept-head): the target answers corpus prompts; the drafter (draft
  * model, or the target's first exit_layer layers) reads token-mixed responses (each response position replaced by a
@@ -337,6 +343,9 @@ typedef struct sd_accept_train_params {
     const char *corpus_path;
     int exit_layer;       /* 0: the draft model; E > 0: early exit at E (draft NULL) */
     const sd_exit_heads *exit_heads; /* early exit: the exit's LM head (NULL: the shared one) */
+    const uint8_t *skip;  /* SWIFT (draft NULL, exit_layer 0): the skip set [2 n_layer] (1 = skipped; 2l attention,
+                             2l+1 MLP; layers 0 and L-1 run), e.g. sd_swift_state_best's; the head reads the skipped
+                             target's last state */
     int n_tokens;         /* labelled (drafted) positions to collect, train + validation + held out (default 24000) */
     int prompt_len;       /* shortest prompt taken from a corpus story: a seeded cut of prompt_len..8 prompt_len tokens
                              of its beginning (default 8); equal prompts are used once */
@@ -456,6 +465,8 @@ typedef struct sd_spec_round {
     int n_committed; /* positions now in the target's cache (all emitted tokens but the newest) */
 } sd_spec_round;
 
+enum { SD_TREE_AUTO = -1, SD_TREE_AUTO_MAX = 32 };
+
 typedef struct sd_spec_params {
     sd_spec_method method;
     sd_ctx *draft_ctx; /* SD_SPEC_DRAFT: the draft model's context (borrowed; its sequence 0 is used) */
@@ -480,7 +491,9 @@ typedef struct sd_spec_params {
     /* Token trees (drafters that can branch: the draft model). tree_nodes 0 = a chain (the default); otherwise the
      * most draft nodes per round. Children per node by the parent's top-1 draft probability c: tree_topk[i]
      * children while c < tree_conf[i] (i < n_tree_conf), tree_topk[n_tree_conf] children above the last bound.
-     * Depth bound: the controller's draft length. */
+     * Depth bound: the controller's draft length. SWIFT also takes tree_nodes = SD_TREE_AUTO (-1): the budget N
+     * (1..SD_TREE_AUTO_MAX, and what the round's block has room for) is re-chosen every round as the N maximising
+     * (E[accepted | N] + 1) / T(N) — T from sv_latency (required), E from each tree node's observed acceptance. */
     int tree_nodes;
     int tree_topk[8];
     float tree_conf[7];
@@ -613,6 +626,9 @@ sd_status sd_swift_state_load(const char *path, int n_layer, sd_swift_state **ou
 /* The best skip set: mask[2 n_layer] (1 = skipped; 2l attention, 2l+1 MLP), its matchness (-1: not scored yet), and
  * the steps taken; any out pointer may be NULL. Returns the number of skipped sub-layers. */
 int sd_swift_state_best(const sd_swift_state *st, uint8_t *mask, float *matchness, int *steps);
+/* Matchness over time: the optimisation steps at which the best set improved (1-based step counts) and its new
+ * matchness, oldest first, up to cap of them (the latest 64 are kept); returns how many there are. */
+int sd_swift_state_history(const sd_swift_state *st, int *steps, float *scores, int cap);
 /* "a3 m3 a5 ..." (a = attention, m = MLP, layer index) of the best set, into buf. */
 void sd_swift_state_describe(const sd_swift_state *st, char *buf, size_t cap);
 
@@ -759,6 +775,8 @@ double sd_sv_latency_time(const sd_sv_latency *l, int n_total, int b);
 /* A live pass: the nearest cell moves toward seconds (decay: weight of the old value, e.g. 0.9). */
 void sd_sv_latency_observe(sd_sv_latency *l, int n_total, int b, double seconds, double decay);
 int sd_sv_latency_n_max(const sd_sv_latency *l);
+/* The largest batch size the table was measured for. */
+int sd_sv_latency_max_batch(const sd_sv_latency *l);
 void sd_sv_latency_free(sd_sv_latency *l);
 
 /* The selection rule alone (for tests and tools): m sequences, sequence i has k[i] drafted tokens with beta

@@ -2,7 +2,9 @@
  * draft stories260K, greedy labels) lowers the held-out loss and its head separates accepted from rejected drafts
  * better than the draft's top-1 probability; the same seed gives the same head; save + load round-trips bit for
  * bit; heads are refused for another draft model or another exit layer; the controller keeps greedy output equal to
- * plain greedy decoding with the draft model and with early exit, and its threshold moves the draft length. */
+ * plain greedy decoding with the draft model, with early exit and with SWIFT's layer skipping (a head trained on a
+ * skip set of the target), and its threshold moves the draft length; SWIFT heads are tied to the target and the
+ * skip set's size, and refused for the other drafters (and theirs for SWIFT). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +41,8 @@ static bool same_head(const sd_accept_head *a, const sd_accept_head *b) {
            a->depth == b->depth && a->model_check == b->model_check &&
            !memcmp(a->W, b->W, (size_t)a->n_sets * D * D * sizeof(float)) &&
            !memcmp(a->b, b->b, (size_t)a->n_sets * D * sizeof(float)) && !memcmp(a->w_out, b->w_out, D * sizeof(float)) &&
-           a->b_out == b->b_out;
+           a->b_out == b->b_out && a->n_skip == b->n_skip && !a->skip == !b->skip &&
+           (!a->skip || !memcmp(a->skip, b->skip, 2 * (size_t)a->n_layer));
 }
 
 /* Greedy output of method sp vs plain for a few prompts and thresholds; mean drafts per round at each threshold. */
@@ -142,6 +145,44 @@ int main(void) {
         st = sd_accept_head_check(he, plain, 3, &err);
         CHECK(st == SD_ERR_ARG && strstr(err.msg, "other weights"), "exit head on stories-plain: %s", err.msg);
     }
+    /* SWIFT: a head on the skipped target's last state, for the starting set at the default ratio (5 of 12) */
+    sd_accept_head *hsw = NULL, *hsw_loaded = NULL;
+    uint8_t mask[16];
+    sd_swift_state *sws = NULL;
+    sd_swift_state_new(8, NULL, 1, &sws, &err);
+    const int n_skip = sd_swift_state_best(sws, mask, NULL, NULL);
+    sd_swift_state_free(sws);
+    tp = small_params();
+    tp.skip = mask;
+    tp.n_tokens = 1000;
+    tp.epochs = 2;
+    st = sd_train_accept_head(ee, NULL, &tp, &hsw, &rep, &err);
+    CHECK(st == SD_OK && n_skip == 5, "train SWIFT: %s", st ? err.msg : "");
+    if (hsw) {
+        uint8_t got[16];
+        CHECK(sd_accept_head_skip_set(hsw, got) == n_skip && !memcmp(got, mask, 16), "the head's skip set");
+        CHECK(sd_accept_head_skip_set(h, NULL) == 0, "a draft model's head has no skip set");
+        CHECK(sd_accept_head_check_swift(hsw, ee, n_skip, &err) == SD_OK, "SWIFT head refused: %s", err.msg);
+        st = sd_accept_head_check_swift(hsw, ee, 3, &err);
+        CHECK(st == SD_ERR_ARG && strstr(err.msg, "skips 3"), "SWIFT head at another ratio: %s", err.msg);
+        st = sd_accept_head_check_swift(hsw, plain, n_skip, &err);
+        CHECK(st == SD_ERR_ARG && strstr(err.msg, "another target"), "SWIFT head on stories-plain: %s", err.msg);
+        st = sd_accept_head_check(hsw, ee, 8, &err);
+        CHECK(st == SD_ERR_ARG && strstr(err.msg, "SWIFT"), "SWIFT head as a draft model's: %s", err.msg);
+        st = sd_accept_head_check_swift(h, ee, n_skip, &err);
+        CHECK(st == SD_ERR_ARG && strstr(err.msg, "another drafter"), "draft head for SWIFT: %s", err.msg);
+        if (he) {
+            st = sd_accept_head_check_swift(he, ee, n_skip, &err);
+            CHECK(st == SD_ERR_ARG && strstr(err.msg, "early exit"), "exit head for SWIFT: %s", err.msg);
+        }
+        char p2[] = "/tmp/test_accept_swift_XXXXXX";
+        int fd2 = mkstemp(p2);
+        if (fd2 >= 0) close(fd2);
+        st = sd_accept_head_save(hsw, p2, &err);
+        if (!st) st = sd_accept_head_load(p2, &hsw_loaded, &err);
+        CHECK(st == SD_OK && hsw_loaded && same_head(hsw, hsw_loaded), "SWIFT head save/load: %s", st ? err.msg : "differs");
+        unlink(p2);
+    }
     /* bad trainer input */
     tp = small_params();
     tp.n_tokens = 0;
@@ -153,6 +194,14 @@ int main(void) {
     tp.exit_layer = 8;
     st = sd_train_accept_head(ee, NULL, &tp, &x, NULL, &err);
     CHECK(st == SD_ERR_ARG && !x, "exit layer 8 of 8 accepted");
+    tp.exit_layer = 0;
+    tp.skip = mask;
+    st = sd_train_accept_head(ee, m260, &tp, &x, NULL, &err);
+    CHECK(st == SD_ERR_ARG && !x && strstr(err.msg, "one drafter"), "a draft model and a skip set: %s", err.msg);
+    uint8_t first[16] = {1};
+    tp.skip = first;
+    st = sd_train_accept_head(ee, NULL, &tp, &x, NULL, &err);
+    CHECK(st == SD_ERR_ARG && !x && strstr(err.msg, "first"), "a skip set skipping layer 0: %s", err.msg);
 
     /* the controller: lossless with both drafters; a lower threshold drafts less per round */
     sd_ctx_params cp = sd_ctx_default_params();
@@ -200,12 +249,30 @@ int main(void) {
             CHECK(st == SD_ERR_ARG && strstr(err.msg, "hidden states"), "specdecpp with ngram: %s", err.msg);
             sd_sampler_free(smp);
         }
+        if (hsw_loaded) { /* SWIFT: the head replaces the p_stop rule */
+            sp = sd_spec_default_params();
+            sp.method = SD_SPEC_SWIFT;
+            sp.ctrl = SD_CTRL_SPECDECPP;
+            sp.swift_window = 8;
+            sp.accept_head = hsw_loaded;
+            check_greedy("swift", ee, ct, sp, per, 3, hs);
+            CHECK(per[0] < per[2], "swift drafts per round by threshold: %.2f %.2f %.2f", per[0], per[1], per[2]);
+            sp.accept_head = loaded; /* the draft model's head */
+            CHECK(sd_spec_check(ee, NULL, &sp, &err) == SD_ERR_ARG && strstr(err.msg, "another drafter"),
+                  "swift with the draft's head: %s", err.msg);
+            sp.accept_head = hsw_loaded;
+            sp.tree_nodes = 8;
+            CHECK(sd_spec_check(ee, NULL, &sp, &err) == SD_ERR_ARG && strstr(err.msg, "token tree"),
+                  "swift trees with specdecpp: %s", err.msg);
+        }
     }
     sd_ctx_free(cd);
     sd_ctx_free(ct);
     unlink(path);
     sd_accept_head_free(h);
     sd_accept_head_free(he);
+    sd_accept_head_free(hsw);
+    sd_accept_head_free(hsw_loaded);
     sd_accept_head_free(loaded);
     sd_model_free(spm);
     sd_model_free(plain);

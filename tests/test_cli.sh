@@ -286,7 +286,16 @@ expect_err "swift skip ratio 0" "\-\-skip-ratio" generate -m "$MPL_" -p hi --spe
 expect_err "swift window > batch" "window=100" generate -m "$MPL_" -p hi --spec swift --context-window 100 -b 64
 $CLI generate -m "$MPL_" -p "Once upon a time" -n 30 -t 2 --seed 3 --spec swift --tree-nodes 12 >"$out" 2>"$err" && ok || bad "swift sampling with a tree: $(cat "$err")"
 $CLI bench spec -m "$MPL_" --prompts "$SHARED/data/stories_dev.jsonl" --limit 2 -n 24 -t 2 --methods swift:window=8,swift:window=8:tree_nodes=12 >"$out" 2>"$err"
-if [ $? -eq 0 ] && grep -q "swift:window=8:tree_nodes=12" "$out"; then ok; else bad "bench spec swift: $(cat "$out" "$err")"; fi
+if [ $? -eq 0 ] && grep -q "swift:window=8:tree_nodes=12" "$out" && grep -q "matchness over time" "$out"; then ok; else bad "bench spec swift: $(cat "$out" "$err")"; fi
+# the automatic tree budget (from the latency table, measured once and cached) and the matchness over time
+$CLI generate -m "$MPL_" -p "Once upon a time" -n 40 --temp 0 -t 1 --spec swift --context-window 8 --tree-nodes -1 \
+    --sv-latency "$sdir/lat.txt" --compare >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "identical to plain greedy" "$err" && grep -q "matchness over time .*@" "$err" && [ -s "$sdir/lat.txt" ]; then ok
+else bad "swift --tree-nodes -1: $(cat "$err")"; fi
+$CLI bench spec -m "$MPL_" --prompts "$SHARED/data/stories_dev.jsonl" --limit 1 -n 16 -t 1 --sv-latency "$sdir/lat.txt" \
+    --methods swift:window=8:tree_nodes=-1 >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "swift:window=8:tree_nodes=-1" "$out" && grep -q "latency table from" "$err"; then ok; else bad "bench spec swift auto tree: $(cat "$out" "$err")"; fi
+expect_err "auto tree budget for the draft model" "SWIFT's" generate -m "$MEE_" --draft-model "$M260" --spec draft --tree-nodes -1 -p hi -n 4
 rm -rf "$sdir"
 # SpecDec++: train accept-head (a small run; the same seed writes the same file), --ctrl specdecpp equal to plain
 # greedy, a head trained against stories-ee serving a widened stories-ee, and bad input
@@ -315,7 +324,9 @@ expect_err "accept-head: empty corpus" "too little text" train accept-head -m "$
 expect_err "accept-head: binary corpus" "NUL byte" train accept-head -m "$MEE" --draft-model "$M260" --corpus "$tdir/binary.txt" --out "$tdir/x.gguf"
 expect_err "accept-head: --tokens 0" "\-\-tokens" train accept-head -m "$MEE" --draft-model "$M260" --corpus "$CORPUS" --out "$tdir/x.gguf" --tokens 0
 expect_err "accept-head: draft with another vocabulary" "cannot draft" train accept-head -m "$MEE" --draft-model "$SHARED/models/tiny-llama-spm-f32.gguf" --corpus "$CORPUS" --out "$tdir/x.gguf"
-expect_err "accept-head: no drafter" "\-\-draft-model FILE or \-\-exit-layer" train accept-head -m "$MEE" --corpus "$CORPUS" --out "$tdir/x.gguf"
+expect_err "accept-head: no drafter" "\-\-draft-model FILE, \-\-exit-layer" train accept-head -m "$MEE" --corpus "$CORPUS" --out "$tdir/x.gguf"
+expect_err "accept-head: --skip-ratio without --swift" "\-\-skip-ratio goes with \-\-swift" train accept-head -m "$MEE" --exit-layer 2 --skip-ratio 0.3 --corpus "$CORPUS" --out "$tdir/x.gguf"
+expect_err "accept-head: a bad --skip-set file" "not a SWIFT skip-set file" train accept-head -m "$MEE" --skip-set "$CORPUS" --corpus "$CORPUS" --out "$tdir/x.gguf"
 expect_err "accept-head: exit layer of 8" "exit layer must be in" train accept-head -m "$MEE" --exit-layer 8 --corpus "$CORPUS" --out "$tdir/x.gguf"
 [ ! -e "$tdir/x.gguf" ] && ok || bad "a failed accept-head training wrote its output"
 expect_err "specdecpp: the draft model's head on early exit" "another draft model" generate -m "$MEE" --spec early-exit --ctrl specdecpp --accept-head "$tdir/a.gguf" -p hi -n 4
@@ -323,6 +334,23 @@ expect_err "specdecpp without a head" "needs an acceptance head" generate -m "$M
 expect_err "--accept-head a model file" "not an acceptance-head file" generate -m "$MEE" --spec early-exit --ctrl specdecpp --accept-head "$M260" -p hi -n 4
 expect_err "specdecpp with ngram" "hidden states" generate -m "$MEE" --spec ngram --ctrl specdecpp --accept-head "$tdir/a.gguf" -p hi -n 4
 expect_err "--stop-threshold 2" "stop-threshold" generate -m "$MEE" --spec early-exit --ctrl specdecpp --stop-threshold 2 -p hi -n 4
+# SpecDec++ with SWIFT: a head on the skipped target's states (from a --skip-set file, and --swift's starting set),
+# greedy output equal to plain; heads tied to their drafter; several heads, each method takes its own
+$CLI generate -m "$MEE" -p "Once upon a time" -n 40 --temp 0 -t 1 --spec swift --context-window 8 --skip-set "$tdir/s.txt" >/dev/null 2>&1
+$CLI train accept-head -m "$MEE" --skip-set "$tdir/s.txt" --corpus "$CORPUS" --tokens 400 --epochs 1 --temp 0 -t 1 --out "$tdir/sw.gguf" >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "acceptance head for SWIFT (skip set " "$out"; then ok; else bad "train accept-head --skip-set: $(cat "$out" "$err")"; fi
+$CLI train accept-head -m "$MEE" --swift --skip-ratio 0.3 --corpus "$CORPUS" --tokens 200 --epochs 1 --temp 0 -t 1 --out "$tdir/sw3.gguf" >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "SWIFT skip set: a1 m1 a3" "$err"; then ok; else bad "train accept-head --swift: $(cat "$out" "$err")"; fi
+swp=$($CLI generate -m "$MEE" --spec swift --ctrl specdecpp --accept-head "$tdir/sw.gguf" --skip-set "$tdir/s.txt" --opt-steps 0 \
+    --stop-threshold 0.5 -p "Once upon a time" -n 60 --temp 0 -t 1 2>"$err")
+if [ -n "$plain" ] && [ "$plain" = "$swp" ] && grep -q "acceptance head was trained on this skip set" "$err"; then ok; else bad "swift + specdecpp: '$swp' vs '$plain': $(cat "$err")"; fi
+swp=$($CLI generate -m "$MEE" --spec swift --skip-ratio 0.3 --ctrl specdecpp --accept-head "$tdir/a.gguf" --accept-head "$tdir/sw3.gguf" \
+    -p "Once upon a time" -n 60 --temp 0 -t 1 2>"$err")
+if [ "$plain" = "$swp" ]; then ok; else bad "swift + specdecpp with two heads: '$swp' vs '$plain': $(cat "$err")"; fi
+expect_err "specdecpp: the draft model's head on swift" "another drafter" generate -m "$MEE" --spec swift --ctrl specdecpp --accept-head "$tdir/a.gguf" -p hi -n 4
+expect_err "specdecpp: a swift head on the draft model" "SWIFT's layer-skipping" generate -m "$MEE" --spec draft --draft-model "$M260" --ctrl specdecpp --accept-head "$tdir/sw.gguf" -p hi -n 4
+expect_err "specdecpp: a swift head at another skip ratio" "skips 3" generate -m "$MEE" --spec swift --skip-ratio 0.3 --ctrl specdecpp --accept-head "$tdir/sw.gguf" -p hi -n 4
+expect_err "swift with ctrl=dv" "does not apply to swift" generate -m "$MEE" --spec swift --ctrl dv -p hi -n 4
 rm -rf "$tdir"
 # Speculative Verification: profile sv, then --verify sv (greedy output == plain), bad profiles refused
 MPL="$SHARED/models/stories-plain.gguf"
@@ -340,9 +368,23 @@ grep -q "identical to plain greedy" "$err" && grep -q "latency table from" "$err
 $CLI batch -m "$MEE" --prompts "$SD" --limit 4 --parallel 2 --spec draft --draft-model "$M260" --companion "$MPL" \
     --verify sv --sv-profile "$SVP" -n 16 --temp 0 -t 1 >"$out" 2>"$err"
 [ $? -eq 0 ] && grep -q "fairness" "$err" && ok || bad "batch --verify sv: $(cat "$err")"
-$CLI bench batch -m "$MEE" --methods draft:verify=sv --draft-model "$M260" --companion "$MPL" --sv-profile "$SVP" \
-    --parallel 1,2 -n 8 -t 1 >"$out" 2>"$err"
-[ $? -eq 0 ] && grep -q "| draft:verify=sv |" "$out" && grep -q "verified per round" "$err" && ok || bad "bench batch sv: $(cat "$out" "$err")"
+$CLI bench batch -m "$MEE" --methods draft,draft:verify=sv --draft-model "$M260" --companion "$MPL" --sv-profile "$SVP" \
+    --parallel 1,2 -n 8 -t 1 --plot "$SVP.svg" >"$out" 2>"$err"
+[ $? -eq 0 ] && grep -q "| draft:verify=sv |" "$out" && grep -q "verified per round" "$err" && grep -q "fairness" "$err" &&
+    grep -q "goodput" "$SVP.svg" && [ "$(grep -c "<rect x=.*<title>P=2 " "$SVP.svg")" = 3 ] && ok || bad "bench batch sv: $(cat "$out" "$err")"
+rm -f "$SVP.svg"
+expect_err "bench batch --plot unwritable" "cannot write" bench batch -m "$MEE" --plot /no/such/dir/x.svg
+# SV with SWIFT's layer skipping: its own profile, then --verify sv with the companion exit and a companion model
+SVS=$(mktemp)
+$CLI profile sv -m "$MEE" --spec swift --context-window 8 --companion-exit 3 --prompts "$SD" --limit 3 -n 24 -t 1 --out "$SVS" >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "information gain" "$out" && grep -q '"draft": "swift"' "$SVS"; then ok; else bad "profile sv swift: $(cat "$out" "$err")"; fi
+for comp in "--companion-exit 3" "--companion $MPL"; do
+    $CLI generate -m "$MEE" --spec swift --context-window 8 $comp --verify sv --sv-profile "$SVS" --sv-latency "$SVL" \
+        -p "Once upon a time" -n 40 --temp 0 -t 1 --compare >"$out" 2>"$err"
+    grep -q "identical to plain greedy" "$err" && grep -q "sv: verified" "$err" && ok || bad "swift + sv $comp: $(cat "$err")"
+done
+expect_err "swift trees with sv" "token trees" generate -m "$MEE" --spec swift --tree-nodes 8 --companion-exit 3 --verify sv --sv-profile "$SVS" -p hi
+rm -f "$SVS"
 expect_err "sv without a profile" "SV profile" generate -m "$MEE" --spec draft --draft-model "$M260" --companion "$MPL" --verify sv -p hi
 expect_err "sv without a companion" "companion" generate -m "$MEE" --spec draft --draft-model "$M260" --verify sv --sv-profile "$SVP" -p hi
 expect_err "sv profile for another target" "another target" generate -m "$MPL" --spec draft --draft-model "$M260" --companion "$MPL" --verify sv --sv-profile "$SVP" -p hi

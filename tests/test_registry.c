@@ -159,7 +159,7 @@ static void set_and_parse(void) {
         {"gamma", "", "integer"},         {"p_min", "1.5", "[0, 1]"},       {"tau", "0", "(0, 1]"},
         {"omega", "nan", "number"},       {"ctrl", "fast", "fixed|conf"},   {"method", "magic", "specbound"},
         {"layers", "1+0", "[1, 1024]"},   {"layers", "", "integers"},       {"tree_topk", "all", "integers"},
-        {"tree_conf", "0.5+1.5", "(0, 1]"}, {"tree_nodes", "-1", "[0, 256]"}, {"--exit-layer", "-2", "[0, 1024]"},
+        {"tree_conf", "0.5+1.5", "(0, 1]"}, {"tree_nodes", "-2", "[-1, 256]"}, {"--exit-layer", "-2", "[0, 1024]"},
         {"dv_eps", "0.7", "[0, 0.5]"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -228,6 +228,25 @@ static void set_and_parse(void) {
     p = sd_spec_default_params();
     p.method = (sd_spec_method)42;
     CHECK(sd_spec_check(NULL, NULL, &p, &err) == SD_ERR_ARG && strstr(err.msg, "method"), "method 42: %s", err.msg);
+    /* SWIFT: the automatic tree budget is its own; its controllers are its p_stop rule or specdecpp (chains); SV
+     * takes its chains, not its trees */
+    struct { const char *text, *want; } sw[] = {
+        {"draft:tree_nodes=-1", "SWIFT's"},          {"swift:ctrl=dv", "does not apply to swift"},
+        {"swift:ctrl=specdecpp:tree_nodes=8", "token tree"}, {"swift:ctrl=specdecpp:tree_nodes=-1", "token tree"},
+        {"swift:verify=sv:tree_nodes=8", "token trees"},
+    };
+    for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++) {
+        p = sd_spec_default_params();
+        CHECK(sd_spec_parse(&p, sw[i].text, &err) == SD_OK, "parse '%s': %s", sw[i].text, err.msg);
+        CHECK(sd_spec_check(NULL, NULL, &p, &err) == SD_ERR_ARG && strstr(err.msg, sw[i].want), "'%s': %s", sw[i].text,
+              err.msg);
+    }
+    const char *sw_ok[] = {"swift:tree_nodes=-1", "swift:ctrl=specdecpp:stop_threshold=0.5", "swift:verify=sv"};
+    for (size_t i = 0; i < sizeof sw_ok / sizeof sw_ok[0]; i++) {
+        p = sd_spec_default_params();
+        CHECK(sd_spec_parse(&p, sw_ok[i], &err) == SD_OK && sd_spec_check(NULL, NULL, &p, &err) == SD_OK, "'%s': %s",
+              sw_ok[i], err.msg);
+    }
 }
 
 /* Model-dependent checks, before any context. stories260K has 5 layers. */

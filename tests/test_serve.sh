@@ -1,6 +1,7 @@
 #!/bin/sh
 # specdec serve, end to end over loopback: greedy answers (JSON and streamed, one at a time and 16 at once with
-# mixed methods) equal `specdec generate --temp 0`; bad requests get the right status and the server keeps
+# mixed methods; SV; SpecDec++ heads for the draft model and SWIFT) equal `specdec generate --temp 0`; bad requests
+# get the right status and the server keeps
 # serving; a client that disconnects mid-stream frees its session; queue limit, timeout, API key, /health,
 # /metrics, chat templates, SIGTERM drain. Servers listen on a free port (--port 0) and are killed on exit.
 TEST=test_serve
@@ -376,6 +377,31 @@ if start_server "$TMP/sv.log" -m "$TGT" -t 1 -c $CTX --parallel 2 --draft-model 
     kill -TERM "$SPID" 2>/dev/null
 else
     bad "sv server start: $(cat "$TMP/sv.log")"
+fi
+
+# SpecDec++: --accept-head given twice (a head for the draft model, one for SWIFT's skip set); a request with
+# ctrl=specdecpp takes the head made for its drafter and answers plain greedy decoding's text
+CORPUS=$SHARED/data/stories_corpus.txt
+$CLI train accept-head -m "$TGT" --draft-model "$DRAFT" --corpus "$CORPUS" --tokens 300 --epochs 1 --temp 0 -t 1 \
+    --out "$TMP/hd.gguf" >/dev/null 2>&1 || bad "train accept-head (draft) for the server"
+$CLI train accept-head -m "$TGT" --swift --corpus "$CORPUS" --tokens 300 --epochs 1 --temp 0 -t 1 \
+    --out "$TMP/hs.gguf" >/dev/null 2>&1 || bad "train accept-head (swift) for the server"
+if start_server "$TMP/sdpp.log" -m "$TGT" -t 1 -c $CTX --parallel 2 --draft-model "$DRAFT" \
+    --accept-head "$TMP/hd.gguf" --accept-head "$TMP/hs.gguf"; then
+    U=http://127.0.0.1:$PORT
+    exp=$(gen "$P2" 40)
+    for spec in '{"method":"draft","ctrl":"specdecpp","gamma_max":20,"stop_threshold":0.5}' \
+                '{"method":"swift","ctrl":"specdecpp","stop_threshold":0.7}'; do
+        code=$(post /v1/completions "$(body "$P2" 40 "$spec")" "$TMP/r.json")
+        got=$(jq -r '.choices[0].text' "$TMP/r.json")
+        if [ "$code" = 200 ] && [ "$got" = "$exp" ] && [ "$(jq -r '.usage.draft_tokens > 0' "$TMP/r.json")" = true ]; then ok
+        else bad "specdecpp $spec: status $code, expected [$exp] got [$got] $(cat "$TMP/r.json")"; fi
+    done
+    expect_status "specdecpp for early exit without its head" 400 "acceptance head" /v1/completions \
+        '{"prompt": "x", "speculative": {"method": "early-exit", "ctrl": "specdecpp"}}'
+    kill -TERM "$SPID" 2>/dev/null
+else
+    bad "specdecpp server start: $(cat "$TMP/sdpp.log")"
 fi
 
 finish

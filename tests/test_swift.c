@@ -1,5 +1,6 @@
 /* SWIFT (methods.md 4):
- *  1. greedy: chains and token trees, several prompts, story models and random-weight models, the optimiser
+ *  1. greedy: chains and token trees (fixed and automatic node budgets), several prompts, story models and
+ *     random-weight models, the optimiser
  *     running (small window, GP every 2nd step), the context ending mid-round: output == plain greedy, and after
  *     every round the target's cache equals a plain run's bit for bit (the scratch extension and the optimisation
  *     pass leave nothing behind);
@@ -15,6 +16,7 @@
 
 #include "speculative/gp.h"
 #include "speculative/swift_opt.h"
+#include "speculative/tree_budget.h"
 #include "specdec.h"
 #include "testlib.h"
 
@@ -59,7 +61,13 @@ static void greedy_equivalence(const swift_case *sc, int n_predict) {
     spp.temp = 0;
     sd_sampler *smp;
     sd_sampler_new(&spp, ti.n_vocab, &smp, NULL);
-    const int trees[] = {0, 6, 24};
+    const int trees[] = {0, 6, 24, SD_TREE_AUTO};
+    /* the automatic budget's latency table: positions free up to 6 drafted tokens, then costly */
+    const int b1 = 1;
+    double tt[SD_TREE_AUTO_MAX + 1];
+    for (int n = 0; n <= SD_TREE_AUTO_MAX; n++) tt[n] = n <= 6 ? 1.0 : 1.0 + 0.3 * (n - 6);
+    sd_sv_latency *lat = NULL;
+    sd_sv_latency_new(SD_TREE_AUTO_MAX, &b1, 1, tt, &lat, NULL);
     int runs = 0, bad = 0, cache_bad = 0, rounds = 0, opt_steps = 0, drafted = 0, accepted = 0;
     for (int pi = 0; pi < 3; pi++) {
         int32_t prompt[128];
@@ -81,11 +89,13 @@ static void greedy_equivalence(const swift_case *sc, int n_predict) {
             sd_forward(cref, &(sd_block){.n = c, .token = seq + i}, &(sd_forward_args){0}, NULL);
         }
         sd_swift_state *shared = NULL;
-        for (int ti_ = 0; ti_ < 3; ti_++)
-            for (int variant = 0; variant < 3; variant++) { /* 0: defaults, 1: r .3 p_stop .5, 2: a shared state */
+        for (int ti_ = 0; ti_ < 4; ti_++)
+            for (int variant = 0; variant < (ti_ < 3 ? 3 : 2); variant++) { /* 0: defaults, 1: r .3 p_stop .5, 2: a
+                                                                               shared state */
                 sd_spec_params sp = sd_spec_default_params();
                 sp.method = SD_SPEC_SWIFT;
                 sp.tree_nodes = trees[ti_];
+                sp.sv_latency = lat;
                 sp.swift_window = sc->window;
                 sp.swift_bayes_interval = 2;
                 sp.swift_stop_score = 1.0f;
@@ -121,6 +131,7 @@ static void greedy_equivalence(const swift_case *sc, int n_predict) {
         sd_ctx_free(ct);
         sd_ctx_free(cref);
     }
+    sd_sv_latency_free(lat);
     CHECK(opt_steps > 0, "%s: the optimiser never ran", sc->name);
     printf("  %-30s %3d runs, %d differ; caches checked after %d rounds, %d bad; %d optimisation steps; "
            "acceptance %.0f%%\n", sc->name, runs, bad, rounds, cache_bad, opt_steps,
@@ -260,6 +271,63 @@ static void planted_mask(void) {
            worst_gp, worst_rs);
 }
 
+/* ---- the automatic tree budget (tree_nodes = SD_TREE_AUTO) on synthetic latency tables */
+static void tree_budget_choice(void) {
+    enum { CAP = 32 };
+    const int b1 = 1;
+    double flat[CAP + 1], steep[CAP + 1], knee[CAP + 1];
+    double p[CAP];
+    for (int n = 0; n <= CAP; n++) {
+        flat[n] = 0.1;                                /* a pass costs the same at any size: big trees are free */
+        steep[n] = 0.1 * (1 + n);                     /* every position costs a decode step: a chain */
+        knee[n] = n <= 8 ? 0.1 : 0.1 * (1 + (n - 8)); /* free up to 8 drafted tokens, then linear */
+    }
+    for (int j = 0; j < CAP; j++) p[j] = j < 3 ? 0.9 - 0.1 * j : 0.05; /* a 3-node chain that is mostly accepted */
+    sd_sv_latency *lf = NULL, *ls = NULL, *lk = NULL;
+    sd_sv_latency_new(CAP, &b1, 1, flat, &lf, NULL);
+    sd_sv_latency_new(CAP, &b1, 1, steep, &ls, NULL);
+    sd_sv_latency_new(CAP, &b1, 1, knee, &lk, NULL);
+    int nf = tree_budget_best(p, CAP, lf, NULL), ns = tree_budget_best(p, CAP, ls, NULL),
+        nk = tree_budget_best(p, CAP, lk, NULL);
+    CHECK(nf == CAP, "flat T: budget %d (want the whole tree, %d)", nf, CAP);
+    CHECK(ns >= 1 && ns <= 3, "steep T: budget %d (want the chain, <= 3)", ns);
+    CHECK(nk == 8, "T flat to 8 then linear: budget %d (want 8)", nk);
+    /* brute force: the chosen N maximises (sum p + 1) / T */
+    double g, best = 0;
+    int n = tree_budget_best(p, CAP, lk, &g);
+    for (int m = 1; m <= CAP; m++) {
+        double e = 1;
+        for (int j = 0; j < m; j++) e += p[j];
+        if (e / sd_sv_latency_time(lk, m, 1) > best) best = e / sd_sv_latency_time(lk, m, 1);
+    }
+    CHECK(fabs(g - best) < 1e-12 * best && n == nk, "goodput %g vs brute force %g", g, best);
+    /* the state: the cap while warming up, then the choice from observed acceptance, which follows acceptance as it
+     * changes (a deep tree once the deep nodes start being accepted) */
+    tree_budget tb;
+    CHECK(tree_budget_init(&tb, CAP), "tree_budget_init");
+    uint8_t on[CAP];
+    int first = tree_budget_next(&tb, lk);
+    for (int r = 0; r < TREE_BUDGET_WARMUP; r++) {
+        for (int j = 0; j < CAP; j++) on[j] = j < 2; /* the first two nodes always accepted, nothing else */
+        tree_budget_observe(&tb, CAP, on);
+    }
+    int after = tree_budget_next(&tb, lf);
+    CHECK(first == CAP && after == 2, "warm-up offers the cap (%d), then only the 2 accepted nodes pay (%d)", first,
+          after);
+    for (int r = 0; r < 59; r++) { /* now 12 nodes are accepted every round (of those offered; the exploration round
+                                      at 32 offers the cap and finds them) */
+        int k = tree_budget_next(&tb, lf);
+        for (int j = 0; j < CAP; j++) on[j] = j < 12;
+        tree_budget_observe(&tb, k, on);
+    }
+    int later = tree_budget_next(&tb, lf);
+    CHECK(later == 12, "after acceptance grew to 12 nodes the budget follows it (%d)", later);
+    tree_budget_free(&tb);
+    sd_sv_latency_free(lf), sd_sv_latency_free(ls), sd_sv_latency_free(lk);
+    printf("  tree budget: flat T -> %d nodes, steep T -> %d, knee at 8 -> %d; follows acceptance (2 -> %d)\n", nf, ns,
+           nk, later);
+}
+
 /* ---- save / load */
 static void save_load(void) {
     char dir[] = "/tmp/specdec-swift-XXXXXX";
@@ -295,6 +363,15 @@ static void save_load(void) {
         sd_swift_state_best(st, m1, &s1, &k1);
         sd_swift_state_best(st2, m2, &s2, &k2);
         CHECK(!memcmp(m1, m2, 16) && s1 == s2 && k1 == k2, "loaded best set / score / steps differ");
+        /* matchness over time: each improvement's step and score, rising, the last one the best; loaded as saved */
+        int hs1[64], hs2[64];
+        float hv1[64], hv2[64];
+        int nh1 = sd_swift_state_history(st, hs1, hv1, 64), nh2 = sd_swift_state_history(st2, hs2, hv2, 64);
+        bool rising = nh1 > 1 && hs1[0] == 1 && hv1[nh1 - 1] == s1;
+        for (int i = 1; i < nh1; i++) rising &= hs1[i] > hs1[i - 1] && hv1[i] > hv1[i - 1];
+        CHECK(rising, "matchness history: %d entries, not rising to the best", nh1);
+        CHECK(nh1 == nh2 && !memcmp(hs1, hs2, (size_t)nh1 * sizeof *hs1) && !memcmp(hv1, hv2, (size_t)nh1 * sizeof *hv1),
+              "the loaded matchness history differs");
         /* the loaded state continues exactly as the saved one would */
         swift_opt_propose(st, c1);
         swift_opt_propose(st2, c2);
@@ -306,7 +383,8 @@ static void save_load(void) {
           "a state for another layer count must be refused: '%s'", err.msg);
     const char *bad[] = {"", "hello\n", "specdec-swift-state 1\nn_layer 8\nsize 5\n",
                          "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 1\nsince_best 0\nrng 1\nbest_score 0.5\nbest 1100\nobs 0\n",
-                         "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 1\nsince_best 0\nrng 1\nbest_score 0.5\nbest 110011001000\nobs 2\n110011001000 0.5\n"};
+                         "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 1\nsince_best 0\nrng 1\nbest_score 0.5\nbest 110011001000\nobs 2\n110011001000 0.5\n",
+                         "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 1\nsince_best 0\nrng 1\nbest_score 0.5\nbest 110011001000\nobs 0\nhistory 2\n1 0.5\n"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         tl_write_file(p3, bad[i], strlen(bad[i]));
         err = (sd_error){0};
@@ -412,6 +490,7 @@ int main(void) {
     gp_toy(1, f1, o1, 0.02);
     gp_toy(2, f2, o2, 0.08);
     planted_mask();
+    tree_budget_choice();
     save_load();
     bad_input();
     const swift_case cases[] = {

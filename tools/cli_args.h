@@ -83,6 +83,11 @@ void cli_spec_help(FILE *f, bool as_keys);
 /* Prints "error: <prefix><msg>" for a failed sd_spec_* call; when the message starts with a registry key ("exit=5:
  * ...") and flags is true, adds the generate flag that sets it ("(--exit-layer)"). */
 void cli_spec_error(const char *prefix, const char *msg, bool flags);
+/* SpecDec++ with several acceptance heads (--accept-head given more than once): sets sp->accept_head to the first of
+ * heads[0..n) the registry's check takes for sp's drafter (sd_spec_check against target and draft), or heads[0] when
+ * none does (the check then names the mismatch); leaves it alone unless sp->ctrl is specdecpp. */
+void cli_pick_accept_head(sd_spec_params *sp, const sd_model *target, const sd_model *draft,
+                          sd_accept_head *const *heads, int n);
 
 /* The head of a subcommand's option loop: reads argv[*i] into *flag and, for options with a value, argv[*i + 1]
  * into *val (advancing *i). Returns -1 to go on; otherwise the command's exit status: 0 after printing usage for

@@ -9,8 +9,10 @@
 #include "cli_args.h"
 #include "cmds.h"
 #include "jsonl.h"
+#include "out_file.h"
 #include "run_opts.h"
 #include "specdec.h"
+#include "svg_plot.h"
 
 enum { MAX_M = 16, MAX_P = 16 };
 
@@ -24,7 +26,8 @@ static void usage(FILE *f) {
             "  --parallel LIST     sequence counts (default 1,2,4,8,16; each 1..%d)\n"
             "  --prompts FILE      Spec-Bench JSONL: sequence i gets question i's first turn (default: built-in texts)\n"
             "  --reps N            repeat every measurement N times, report the best (default 1)\n"
-            "  --token-budget N    positions per step over all sequences (default: -b)\n",
+            "  --token-budget N    positions per step over all sequences (default: -b)\n"
+            "  --plot FILE.svg     also draw the aggregate decode rate (goodput) by P and method (e.g. SD vs SV)\n",
             MAX_P * 16);
     run_opts_help(f);
 }
@@ -125,9 +128,9 @@ int cmd_bench_batch(int argc, char **argv) {
     run_opts o;
     run_opts_init(&o);
     o.n_predict = 64;
-    const char *methods = "plain", *par = "1,2,4,8,16", *prompts_path = NULL;
+    const char *methods = "plain", *par = "1,2,4,8,16", *prompts_path = NULL, *plot = NULL;
     int reps = 1, budget = 0;
-    static const char *const own[] = {"--methods", "--parallel", "--prompts", "--reps", "--token-budget", NULL};
+    static const char *const own[] = {"--methods", "--parallel", "--prompts", "--reps", "--token-budget", "--plot", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         run_arg r = run_opts_arg(&o, argc, argv, &i, own, "bench batch", usage, &v);
@@ -136,6 +139,7 @@ int cmd_bench_batch(int argc, char **argv) {
         if (!strcmp(a, "--methods")) methods = v;
         else if (!strcmp(a, "--parallel")) par = v;
         else if (!strcmp(a, "--prompts")) prompts_path = v;
+        else if (!strcmp(a, "--plot")) plot = v;
         else if (!strcmp(a, "--reps") && !cli_int(a, v, 1, 100, &reps)) return 2;
         else if (!strcmp(a, "--token-budget") && !cli_int(a, v, 1, 1 << 20, &budget)) return 2;
     }
@@ -143,6 +147,7 @@ int cmd_bench_batch(int argc, char **argv) {
         fprintf(stderr, "error: bench batch needs -n >= 1\n");
         return 2;
     }
+    if (!out_check(plot, "--plot")) return 1;
     /* parse everything before loading anything */
     int Ps[MAX_P], n_p = 0, max_p = 0;
     if (!cli_int_list("--parallel", par, 1, 256, MAX_P, Ps, &n_p)) return 2;
@@ -201,7 +206,7 @@ int cmd_bench_batch(int argc, char **argv) {
     for (int m = 0; m < n_m; m++) { /* every method against the models and contexts, before any measurement */
         if (ms[m].method == SD_SPEC_DRAFT) ms[m].draft_ctx = env.dctx;
         ms[m].exit_heads = env.heads;
-        ms[m].accept_head = env.accept_head; /* SpecDec++ */
+        run_env_pick_accept_head(&env, &ms[m]); /* SpecDec++ */
         if (sd_spec_check(env.model, env.dmodel, &ms[m], &err) != SD_OK || sd_spec_check_ctx(env.ctx, &ms[m], &err) != SD_OK) {
             fprintf(stderr, "error: method '%s': %s\n", labels[m], err.msg);
             goto done;
@@ -258,6 +263,20 @@ int cmd_bench_batch(int argc, char **argv) {
             else printf(" %.1f (%.2fx, tau %.2f) |", res[m][pi].rate, res[0][pi].rate > 0 ? res[m][pi].rate / res[0][pi].rate : 0.0, res[m][pi].tau);
         }
         printf("\n");
+    }
+    if (plot) { /* the paper's figure: goodput by batch size, one bar per method (plain, SD, SV ...) */
+        char groups[MAX_P][16];
+        const char *gp[MAX_P], *sp[MAX_M];
+        double val[MAX_P * MAX_M];
+        for (int pi = 0; pi < n_p; pi++) {
+            snprintf(groups[pi], sizeof groups[pi], "P=%d", Ps[pi]);
+            gp[pi] = groups[pi];
+            for (int m = 0; m < n_m; m++) val[pi * n_m + m] = res[m][pi].rate;
+        }
+        for (int m = 0; m < n_m; m++) sp[m] = labels[m];
+        if (!svg_bars(plot, "--plot", "aggregate decode tokens/s (goodput) by batch size P", gp, n_p, sp, n_m, val, 0,
+                      " tok/s"))
+            goto done;
     }
     rc = 0;
 done:

@@ -12,8 +12,10 @@
 #include "cmds.h"
 #include "jsonl.h"
 #include "out_file.h"
+#include "run_opts.h"
 #include "specdec.h"
 #include "sv_opts.h"
+#include "svg_plot.h"
 
 enum { MAX_METHODS = 64, MAX_CATS = 32 };
 
@@ -115,51 +117,17 @@ static void add(acc *a, int tokens, double secs, int rounds, int drafted, int ac
     a->turns += 1;
 }
 
-/* The speedup chart; false after a message when the file cannot be written. */
+/* The speedup chart (groups: the categories and "overall"; bars: the methods but plain); false after a message when
+ * the file cannot be written. */
 static bool write_svg(const char *path, const char cats[][64], int n_cats, const method *ms, int n_m,
                       double sp[][MAX_METHODS]) {
-    FILE *f = out_open(path, "--plot");
-    if (!f) return false;
-    const char *colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7"};
-    int groups = n_cats + 1, bars = n_m - 1;
-    double W = 120 + groups * (bars * 22 + 30), H = 360, top = 40, bottom = 300, left = 70;
-    double ymax = 1.5;
+    static const char *group[MAX_CATS + 1], *series[MAX_METHODS];
+    static double val[(MAX_CATS + 1) * MAX_METHODS];
+    for (int c = 0; c <= n_cats; c++) group[c] = c < n_cats ? cats[c] : "overall";
+    for (int m = 1; m < n_m; m++) series[m - 1] = ms[m].label;
     for (int c = 0; c <= n_cats; c++)
-        for (int m = 1; m < n_m; m++)
-            if (sp[c][m] > ymax) ymax = sp[c][m];
-    ymax = (double)(int)(ymax * 2 + 1) / 2;
-    fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' font-family='sans-serif' font-size='11'>\n", W + 160, H);
-    fprintf(f, "<rect width='100%%' height='100%%' fill='white'/>\n<text x='%.0f' y='20' font-size='14'>speedup over plain decoding</text>\n", left);
-    for (double y = 0; y <= ymax + 1e-9; y += 0.5) {
-        double py = bottom - (bottom - top) * y / ymax;
-        fprintf(f, "<line x1='%.0f' x2='%.0f' y1='%.1f' y2='%.1f' stroke='#ddd'/><text x='%.0f' y='%.1f' text-anchor='end'>%.1f</text>\n",
-                left, W, py, py, left - 6, py + 4, y);
-    }
-    double p1 = bottom - (bottom - top) / ymax;
-    fprintf(f, "<line x1='%.0f' x2='%.0f' y1='%.1f' y2='%.1f' stroke='black' stroke-dasharray='4 3'/>\n", left, W, p1, p1);
-    for (int c = 0; c <= n_cats; c++) {
-        double gx = left + 15 + c * (bars * 22 + 30);
-        for (int m = 1; m < n_m; m++) {
-            double h = (bottom - top) * sp[c][m] / ymax, x = gx + (m - 1) * 22;
-            fprintf(f, "<rect x='%.1f' y='%.1f' width='18' height='%.1f' fill='%s'><title>", x, bottom - h, h,
-                    colors[(m - 1) % 8]);
-            out_xml_text(f, c < n_cats ? cats[c] : "overall");
-            fputc(' ', f);
-            out_xml_text(f, ms[m].label);
-            fprintf(f, ": %.2fx</title></rect>\n", sp[c][m]);
-        }
-        fprintf(f, "<text x='%.1f' y='%.0f' text-anchor='middle'>", gx + bars * 11, bottom + 16);
-        out_xml_text(f, c < n_cats ? cats[c] : "overall");
-        fputs("</text>\n", f);
-    }
-    for (int m = 1; m < n_m; m++) {
-        fprintf(f, "<rect x='%.0f' y='%.0f' width='12' height='12' fill='%s'/><text x='%.0f' y='%.0f'>", W + 10,
-                top + (m - 1) * 18, colors[(m - 1) % 8], W + 28, top + (m - 1) * 18 + 10);
-        out_xml_text(f, ms[m].label);
-        fputs("</text>\n", f);
-    }
-    fprintf(f, "</svg>\n");
-    return out_close(f, path);
+        for (int m = 1; m < n_m; m++) val[c * (n_m - 1) + m - 1] = sp[c][m];
+    return svg_bars(path, "--plot", "speedup over plain decoding", group, n_cats + 1, series, n_m - 1, val, 1.0, "x");
 }
 
 int cmd_bench_spec(int argc, char **argv) {
@@ -332,18 +300,7 @@ int cmd_bench_spec(int argc, char **argv) {
             fprintf(stderr, "error: --accept-head: %s\n", err.msg);
             goto done;
         }
-    for (int m = 1; m < n_m; m++) {
-        sd_spec_params *sp = &ms[m].sp;
-        if (sp->ctrl != SD_CTRL_SPECDECPP || (sp->method != SD_SPEC_DRAFT && sp->method != SD_SPEC_EARLY_EXIT)) continue;
-        const sd_model *src = sp->method == SD_SPEC_DRAFT ? dmodel : model;
-        for (int i = 0; i < n_accept && !sp->accept_head && src; i++) {
-            sd_model_info si;
-            sd_model_get_info(src, &si);
-            int E = sp->method == SD_SPEC_DRAFT ? si.n_layer : sp->exit_layer ? sp->exit_layer : si.n_layer / 2;
-            if (sd_accept_head_check(accept[i], src, E, NULL) == SD_OK) sp->accept_head = accept[i];
-        }
-        if (!sp->accept_head && n_accept == 1) sp->accept_head = accept[0]; /* the check below names the mismatch */
-    }
+    for (int m = 1; m < n_m; m++) cli_pick_accept_head(&ms[m].sp, model, dmodel, accept, n_accept);
     { /* SV: the companion, profile and latency table every method shares */
         sd_spec_params sps[MAX_METHODS];
         for (int m = 0; m < n_m; m++) sps[m] = ms[m].sp;
@@ -528,8 +485,9 @@ int cmd_bench_spec(int argc, char **argv) {
         if (!f || !any) continue;
         fprintf(f, "\nSWIFT (the optimiser state carried across the questions): the final skip set (a = attention, m = MLP "
                    "of layer l), its matchness, optimisation steps (all, and those in the measured questions: the warm-up question's are not)\n"
-                   "and their share of the measured generation time\n\n"
-                   "| method | skip set | matchness | opt steps | opt share |\n|---|---|---|---|---|\n");
+                   "and their share of the measured generation time; matchness over time: the best matchness after each "
+                   "improvement, @ the step it came at\n\n"
+                   "| method | skip set | matchness | opt steps | opt share | matchness over time |\n|---|---|---|---|---|---|\n");
         for (int m = 0; m < n_m; m++) {
             if (!ms[m].swift) continue;
             char set[512];
@@ -538,8 +496,10 @@ int cmd_bench_spec(int argc, char **argv) {
             sd_swift_state_best(ms[m].swift, NULL, &mt, &steps);
             sd_swift_state_describe(ms[m].swift, set, sizeof set);
             acc *a = &A[n_cats][m];
-            fprintf(f, "| %s | %s | %.3f | %d (%.0f measured) | %.1f%% |\n", ms[m].label, set, mt, steps, a->opt_steps,
+            fprintf(f, "| %s | %s | %.3f | %d (%.0f measured) | %.1f%% | ", ms[m].label, set, mt, steps, a->opt_steps,
                     a->secs > 0 ? 100 * a->t_opt / a->secs : 0);
+            swift_print_history(f, ms[m].swift);
+            fprintf(f, " |\n");
         }
     }
     if (mdf && !out_close(mdf, md)) goto done;

@@ -1,5 +1,5 @@
-/* specdec train accept-head: fit SpecDec++'s acceptance head for a target and a drafter (a draft model, or the
- * target's own first E layers). */
+/* specdec train accept-head: fit SpecDec++'s acceptance head for a target and a drafter (a draft model, the target's
+ * own first E layers, or the target with a SWIFT skip set). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +10,8 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: specdec train accept-head -m TARGET (--draft-model DRAFT | --exit-layer E) --corpus FILE\n"
-            "                                 --out HEAD.gguf [options]\n\n"
+            "usage: specdec train accept-head -m TARGET (--draft-model DRAFT | --exit-layer E | --skip-set FILE | --swift)\n"
+            "                                 --corpus FILE --out HEAD.gguf [options]\n\n"
             "SpecDec++ (methods.md 5): the target answers prompts taken from the corpus (the beginning of each story,\n"
             "stories separated by lines <|endofstory|>: a seeded cut of N..8N tokens, equal prompts used once); the\n"
             "drafter reads token-mixed responses (each\n"
@@ -23,6 +23,10 @@ static void usage(FILE *f) {
             "--ctrl specdecpp --accept-head HEAD.gguf [--stop-threshold H].\n\n"
             "  --draft-model FILE  the draft model (same tokenizer as the target)\n"
             "  --exit-layer E      or: early exit, the target's first E layers draft   --exit-heads FILE  their heads\n"
+            "  --skip-set FILE     or: SWIFT, the target with the best skip set of this optimiser state (the file\n"
+            "                      --skip-set writes in generate / serve); the head serves --spec swift --ctrl specdecpp\n"
+            "                      at the same skip ratio (its set size)\n"
+            "  --swift             or: SWIFT with its starting set (every other layer) for --skip-ratio R (0.45)\n"
             "  --tokens N          drafted positions to collect: train + validation + held out (default 24000)\n"
             "  --layers K          residual blocks x + SiLU(Wx + b), 0..4 (default 3)   --shared  one block's weights K times\n"
             "  --w-rej W           weight of the rejection class (default 6)\n"
@@ -41,13 +45,18 @@ static void progress(void *user, const char *line) {
 
 int cmd_train_accept(int argc, char **argv) {
     sd_accept_train_params tp = sd_accept_train_default_params();
-    const char *model_path = NULL, *draft_path = NULL, *heads_path = NULL, *out = NULL;
-    static const char *const no_value[] = {"--shared", NULL};
+    const char *model_path = NULL, *draft_path = NULL, *heads_path = NULL, *out = NULL, *skip_path = NULL;
+    bool swift = false;
+    float skip_ratio = -1;
+    static const char *const no_value[] = {"--shared", "--swift", NULL};
     for (int i = 2; i < argc; i++) {
         const char *a, *v;
         int tk = cli_take(argc, argv, &i, &a, &v, "train accept-head", no_value, usage);
         if (tk >= 0) return tk;
         if (!strcmp(a, "--shared")) tp.shared = true;
+        else if (!strcmp(a, "--swift")) swift = true;
+        else if (!strcmp(a, "--skip-set")) skip_path = v;
+        else if (!strcmp(a, "--skip-ratio")) { if (!cli_float(a, v, 1e-6, 1, &skip_ratio)) return 2; }
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
         else if (!strcmp(a, "--draft-model")) draft_path = v;
         else if (!strcmp(a, "--exit-heads")) heads_path = v;
@@ -79,8 +88,13 @@ int cmd_train_accept(int argc, char **argv) {
         fprintf(stderr, "error: -m TARGET, --corpus FILE and --out FILE are required\n");
         return 2;
     }
-    if (!draft_path == !tp.exit_layer) {
-        fprintf(stderr, "error: give the drafter: --draft-model FILE or --exit-layer E (one of them)\n");
+    if ((draft_path != NULL) + (tp.exit_layer != 0) + (skip_path != NULL) + swift != 1) {
+        fprintf(stderr, "error: give the drafter: --draft-model FILE, --exit-layer E, --skip-set FILE or --swift (one of "
+                        "them)\n");
+        return 2;
+    }
+    if (skip_ratio >= 0 && !swift) {
+        fprintf(stderr, "error: --skip-ratio goes with --swift (a --skip-set file holds its own set)\n");
         return 2;
     }
     if (heads_path && !tp.exit_layer) {
@@ -93,6 +107,9 @@ int cmd_train_accept(int argc, char **argv) {
     sd_exit_heads *heads = NULL;
     sd_accept_head *h = NULL;
     sd_accept_train_report rep;
+    sd_swift_state *st = NULL;
+    uint8_t *mask = NULL;
+    char set[1024] = "";
     int rc = 1;
     if (sd_model_load(model_path, NULL, &m, &err) != SD_OK) {
         fprintf(stderr, "error: %s\n", err.msg);
@@ -101,6 +118,25 @@ int cmd_train_accept(int argc, char **argv) {
     if (draft_path && sd_model_load(draft_path, NULL, &dm, &err) != SD_OK) {
         fprintf(stderr, "error: draft model: %s\n", err.msg);
         goto done;
+    }
+    if (skip_path || swift) { /* SWIFT: the state's best set, or the starting set of the ratio */
+        sd_model_info mi;
+        sd_model_get_info(m, &mi);
+        sd_spec_params sp = sd_spec_default_params();
+        if (skip_ratio >= 0) sp.swift_skip_ratio = skip_ratio;
+        sd_status s2 = skip_path ? sd_swift_state_load(skip_path, mi.n_layer, &st, &err)
+                                 : sd_swift_state_new(mi.n_layer, &sp, 1, &st, &err);
+        if (s2 != SD_OK || !(mask = malloc(2 * (size_t)mi.n_layer))) {
+            fprintf(stderr, "error: %s%s\n", skip_path ? "--skip-set: " : "", s2 ? err.msg : "out of memory");
+            goto done;
+        }
+        if (sd_swift_state_best(st, mask, NULL, NULL) == 0) {
+            fprintf(stderr, "error: the SWIFT skip set skips nothing (skip ratio too small for %d layers)\n", mi.n_layer);
+            goto done;
+        }
+        sd_swift_state_describe(st, set, sizeof set);
+        fprintf(stderr, "SWIFT skip set: %s\n", set);
+        tp.skip = mask;
     }
     if (heads_path) {
         if (sd_exit_heads_load(m, heads_path, &heads, &err) != SD_OK) {
@@ -113,8 +149,11 @@ int cmd_train_accept(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", err.msg);
         goto done;
     }
+    char who[1100];
+    if (mask) snprintf(who, sizeof who, "SWIFT (skip set %s)", set);
+    else snprintf(who, sizeof who, "%s", draft_path ? draft_path : "early exit");
     printf("acceptance head for %s drafting for %s: %d training / %d validation / %d held-out positions, %.1f s\n",
-           draft_path ? draft_path : "early exit", model_path, rep.n_train, rep.n_val, rep.n_heldout, rep.seconds);
+           who, model_path, rep.n_train, rep.n_val, rep.n_heldout, rep.seconds);
     printf("mean soft acceptance (held out) %.3f; weighted BCE first epoch %.4f, last %.4f; kept epoch %d\n",
            rep.mean_label, rep.loss_first, rep.loss_last, rep.kept_epoch);
     printf("held-out binary KL: %.4f before (constant predictor) -> %.4f after\n", rep.kl_before, rep.kl_after);
@@ -122,6 +161,8 @@ int cmd_train_accept(int argc, char **argv) {
     printf("wrote %s\n", out);
     rc = 0;
 done:
+    sd_swift_state_free(st);
+    free(mask);
     sd_accept_head_free(h);
     sd_exit_heads_free(heads);
     sd_model_free(dm);

@@ -49,7 +49,14 @@ static int run_opts_take(run_opts *o, int argc, char **argv, int *i) {
     else if (IS("--draft-type", "--draft-type")) o->draft_type = v;
     else if (IS("--exit-heads", "--exit-heads")) o->heads_path = v;
     else if (IS("--skip-set", "--skip-set")) o->skip_set_path = v;
-    else if (IS("--accept-head", "--accept-head")) o->accept_path = v;
+    else if (IS("--accept-head", "--accept-head")) {
+        if (o->n_accept == RUN_MAX_HEADS) {
+            fprintf(stderr, "error: at most %d --accept-head files\n", RUN_MAX_HEADS);
+            ok = false;
+        } else {
+            o->accept_paths[o->n_accept++] = v;
+        }
+    }
     else if (IS("--companion", "--companion")) o->companion_path = v;
     else if (IS("--sv-profile", "--sv-profile")) o->sv_profile_path = v;
     else if (IS("--sv-latency", "--sv-latency")) o->sv_latency_path = v;
@@ -142,7 +149,8 @@ void run_opts_help(FILE *f) {
             "                          (early-exit, del, specbound)\n"
             "      --skip-set FILE     SWIFT's optimiser state (best skip set, scored candidates): read at the start when\n"
             "                          FILE exists, written at the end (--spec swift)\n"
-            "      --accept-head FILE  SpecDec++ acceptance head (specdec train accept-head) for --ctrl specdecpp\n"
+            "      --accept-head FILE  SpecDec++ acceptance head (specdec train accept-head) for --ctrl specdecpp; repeat it\n"
+            "                          for several drafters (each method takes the first head made for its drafter)\n"
             "      --companion FILE    Speculative Verification (--verify sv): the companion model (the target's\n"
             "                          vocabulary); or --companion-exit E alone: the target's first E layers\n"
             "      --sv-profile FILE   the SV profile of this target (specdec profile sv)\n"
@@ -233,13 +241,14 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
         if (f) fprintf(stderr, "SWIFT: optimiser state from %s\n", o->skip_set_path);
         o->spec.swift_state = env->swift;
     }
-    if (o->accept_path) { /* SpecDec++ */
-        if (sd_accept_head_load(o->accept_path, &env->accept_head, &err) != SD_OK) {
+    for (int i = 0; i < o->n_accept; i++) { /* SpecDec++ */
+        if (sd_accept_head_load(o->accept_paths[i], &env->accept[i], &err) != SD_OK) {
             fprintf(stderr, "error: --accept-head: %s\n", err.msg);
             return false;
         }
-        o->spec.accept_head = env->accept_head;
+        env->n_accept++;
     }
+    run_env_pick_accept_head(env, &o->spec);
     if (sd_spec_check(env->model, env->dmodel, &o->spec, &err) != SD_OK) { /* against the models, before contexts */
         cli_spec_error("", err.msg, true);
         return false;
@@ -259,7 +268,7 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
         o->spec.draft_ctx = env->dctx;
     }
     if ((o->companion_path || o->sv_profile_path || o->sv_latency_path || o->spec.companion_exit > 0 ||
-         o->spec.verify == SD_VERIFY_SV) &&
+         o->spec.verify == SD_VERIFY_SV || o->spec.tree_nodes < 0) &&
         !sv_env_open(&env->sv, &o->spec, o->sv_profile_path, o->companion_path, o->sv_latency_path, env->model, env->ctx))
         return false;
     if (sd_spec_check_ctx(env->ctx, &o->spec, &err) != SD_OK) { /* the context's limits (n_batch) */
@@ -275,10 +284,14 @@ void run_env_free(run_env *env) {
     sd_ctx_free(env->ctx);
     sd_exit_heads_free(env->heads);
     sd_swift_state_free(env->swift);
-    sd_accept_head_free(env->accept_head);
+    for (int i = 0; i < env->n_accept; i++) sd_accept_head_free(env->accept[i]);
     sd_model_free(env->dmodel);
     sd_model_free(env->model);
     memset(env, 0, sizeof *env);
+}
+
+void run_env_pick_accept_head(const run_env *env, sd_spec_params *sp) {
+    cli_pick_accept_head(sp, env->model, env->dmodel, env->accept, env->n_accept);
 }
 
 bool run_env_save_swift(const run_opts *o, const run_env *env) {
@@ -302,4 +315,32 @@ void run_env_print_swift(FILE *f, const run_env *env, const sd_spec_stats *st) {
     if (m >= 0) fprintf(f, "%.3f", m);
     fprintf(f, "; %d optimisation steps (%d this run), %.3f s (%.1f%% of decode)\n", steps, st->opt_steps, st->t_opt_s,
             st->t_gen_s > 0 ? 100.0 * st->t_opt_s / st->t_gen_s : 0.0);
+    fprintf(f, "SWIFT: matchness over time (best after each improvement @ step): ");
+    swift_print_history(f, env->swift);
+    fputc('\n', f);
+    const int L2 = 2 * env->info.n_layer;
+    uint8_t *hm = malloc((size_t)L2), *bm = malloc((size_t)L2);
+    const sd_accept_head *head = NULL; /* SpecDec++ with a SWIFT head */
+    for (int i = 0; i < env->n_accept && !head; i++)
+        if (sd_accept_head_skip_set(env->accept[i], NULL) > 0) head = env->accept[i];
+    if (hm && bm && head && sd_accept_head_skip_set(head, hm) > 0) {
+        sd_swift_state_best(env->swift, bm, NULL, NULL);
+        int d = 0;
+        for (int i = 0; i < L2; i++) d += hm[i] != bm[i];
+        if (d == 0) fprintf(f, "SWIFT: the acceptance head was trained on this skip set\n");
+        else fprintf(f, "SWIFT: the acceptance head was trained on another skip set (%d sub-layer swap%s from the final "
+                        "one): it reads states of a set it was not trained on\n", d / 2, d == 2 ? "" : "s");
+    }
+    free(hm);
+    free(bm);
+}
+
+void swift_print_history(FILE *f, const sd_swift_state *st) {
+    enum { CAP = 64 };
+    int steps[CAP];
+    float sc[CAP];
+    int n = sd_swift_state_history(st, steps, sc, CAP);
+    if (n > CAP) n = CAP;
+    for (int i = 0; i < n; i++) fprintf(f, "%s%.3f@%d", i ? " " : "", sc[i], steps[i]);
+    if (n == 0) fputc('-', f);
 }

@@ -9,9 +9,12 @@
 #include "specdec.h"
 #include "sv_opts.h"
 
+enum { RUN_MAX_HEADS = 8 };
+
 typedef struct run_opts {
     const char *model_path, *tok_path, *draft_path, *draft_type, *heads_path;
-    const char *accept_path; /* SpecDec++: --accept-head */
+    const char *accept_paths[RUN_MAX_HEADS]; /* SpecDec++: --accept-head (repeatable: one per drafter) */
+    int n_accept;
     int n_predict;
     bool ignore_eos, no_bos, seed_set, no_mmap, mlock;
     /* load --draft-model (and give it a context) whatever the default method is: the server's requests choose */
@@ -32,7 +35,8 @@ typedef struct run_env {
     sd_exit_heads *heads;
     sd_model_info info;
     sd_swift_state *swift; /* SWIFT's optimiser state (--spec swift), or NULL */
-    sd_accept_head *accept_head; /* SpecDec++ */
+    sd_accept_head *accept[RUN_MAX_HEADS]; /* SpecDec++: the --accept-head files */
+    int n_accept;
     sv_env sv; /* SV's companion, profile and latency table */
 } run_env;
 
@@ -55,8 +59,13 @@ void run_opts_help(FILE *f);
  * (env is left for run_env_free). */
 bool run_env_open(run_opts *o, int n_seq, run_env *env);
 void run_env_free(run_env *env);
+/* SpecDec++: sp->accept_head = the first loaded head that fits sp's drafter (cli_pick_accept_head). */
+void run_env_pick_accept_head(const run_env *env, sd_spec_params *sp);
 /* SWIFT: writes the optimiser state to --skip-set FILE (when given); false after printing why it could not. */
 bool run_env_save_swift(const run_opts *o, const run_env *env);
-/* SWIFT: "SWIFT: skip set a1 m3 ... (k of n sub-layers), matchness m; ..." to f (nothing without a state). */
+/* SWIFT: "SWIFT: skip set a1 m3 ... (k of n sub-layers), matchness m; ..." to f (nothing without a state), then
+ * the matchness over time and, with a SWIFT acceptance head, how far its training set is from the set used. */
 void run_env_print_swift(FILE *f, const run_env *env, const sd_spec_stats *st);
+/* SWIFT's matchness over time: "0.812@1 0.875@4 ..." (the best matchness after each improvement @ its step), or "-". */
+void swift_print_history(FILE *f, const sd_swift_state *st);
 #endif

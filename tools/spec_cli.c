@@ -52,3 +52,13 @@ void cli_spec_error(const char *prefix, const char *msg, bool flags) {
     }
     fprintf(stderr, "error: %s%s%s%s%s\n", prefix, msg, flag ? " (" : "", flag ? flag : "", flag ? ")" : "");
 }
+
+void cli_pick_accept_head(sd_spec_params *sp, const sd_model *target, const sd_model *draft,
+                          sd_accept_head *const *heads, int n) {
+    if (sp->ctrl != SD_CTRL_SPECDECPP || n < 1) return;
+    for (int i = 0; i < n; i++) {
+        sp->accept_head = heads[i];
+        if (sd_spec_check(target, draft, sp, NULL) == SD_OK) return;
+    }
+    sp->accept_head = heads[0];
+}

@@ -154,10 +154,11 @@ static bool latency_open(sv_env *e, const sd_spec_params *sp, const char *path, 
     int nb = 0;
     while (nb < 5 && BATCHES[nb] <= sd_ctx_n_seq(tctx)) nb++;
     int n_max = sp->gamma > sp->gamma_max ? sp->gamma : sp->gamma_max;
+    if (sp->tree_nodes < 0) n_max = SD_TREE_AUTO_MAX; /* SWIFT's automatic tree budget reads T(1..32) */
     if (n_max > 32) n_max = 32;
     if (path) {
         sd_status st = sd_sv_latency_load(target, threads, path, &e->lat, &err);
-        if (st == SD_OK && sd_sv_latency_n_max(e->lat) >= n_max) {
+        if (st == SD_OK && sd_sv_latency_n_max(e->lat) >= n_max && sd_sv_latency_max_batch(e->lat) >= BATCHES[nb - 1]) {
             fprintf(stderr, "sv: latency table from %s\n", path);
             return true;
         }
@@ -214,7 +215,7 @@ bool sv_env_open(sv_env *e, sd_spec_params *sp, const char *profile_path, const 
         fprintf(stderr, "sv: companion %s%s", companion_path ? companion_path : "the target", sp->companion_exit ? "" : "\n");
         if (sp->companion_exit) fprintf(stderr, ", its first %d layers\n", sp->companion_exit);
     }
-    if ((sp->verify == SD_VERIFY_SV || latency_path || profile_path) && !e->lat &&
+    if ((sp->verify == SD_VERIFY_SV || sp->tree_nodes < 0 || latency_path || profile_path) && !e->lat &&
         !latency_open(e, sp, latency_path, target, tctx))
         return false;
     sp->sv_profile = e->profile;
@@ -227,7 +228,7 @@ bool sv_env_for_methods(sv_env *e, sd_spec_params *ms, int n_m, const char *prof
                         const char *latency_path, sd_model *target, sd_ctx *tctx) {
     int need = -1;
     for (int m = 0; m < n_m && need < 0; m++)
-        if (ms[m].verify == SD_VERIFY_SV || ms[m].companion_exit > 0) need = m;
+        if (ms[m].verify == SD_VERIFY_SV || ms[m].companion_exit > 0 || ms[m].tree_nodes < 0) need = m;
     if (need >= 0 || profile_path || companion_path || latency_path) { /* what is open already stays */
         sd_spec_params t = need >= 0 ? ms[need] : ms[0];
         if (!sv_env_open(e, &t, profile_path, companion_path, latency_path, target, tctx)) return false;

@@ -24,14 +24,15 @@ bool sv_profile_write_json(const char *path, const sd_sv_profile *p, const sd_sv
                            const char *target_path, const char *draft, const char *companion);
 /* Opens what SV needs for sp (companion_exit and verify from it) on target / tctx: profile_path (may be NULL unless
  * verify=sv), companion_path (NULL: with companion_exit > 0, the target's first E layers), latency_path (NULL:
- * measured now; else loaded when it is a table for this model and thread count, measured and written otherwise).
+ * measured now; else loaded when it is a table for this model and thread count, measured and written otherwise);
+ * the latency table also for SWIFT's automatic tree budget (tree_nodes < 0).
  * What e holds already is kept (e starts zeroed). Sets sp's companion_ctx, sv_profile and sv_latency. Prints what
  * it did and any error (then returns false). */
 bool sv_env_open(sv_env *e, sd_spec_params *sp, const char *profile_path, const char *companion_path,
                  const char *latency_path, sd_model *target, sd_ctx *tctx);
 /* For commands with several methods (bench spec, bench batch): when one needs a companion (verify=sv or
- * companion_exit > 0) and e is not open yet, opens it for that method (as sv_env_open); then gives every method
- * e's companion, profile and latency table. */
+ * companion_exit > 0) or the latency table (also SWIFT's tree_nodes=-1) and e is not open yet, opens it for that
+ * method (as sv_env_open); then gives every method e's companion, profile and latency table. */
 bool sv_env_for_methods(sv_env *e, sd_spec_params *ms, int n_m, const char *profile_path, const char *companion_path,
                         const char *latency_path, sd_model *target, sd_ctx *tctx);
 void sv_env_free(sv_env *e);

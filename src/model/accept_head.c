@@ -38,8 +38,26 @@ sd_accept_head *accept_head_new(const sd_model *m, int depth, int blocks, bool s
     return h;
 }
 
+bool accept_head_set_skip(sd_accept_head *h, const uint8_t *mask) {
+    const size_t n = 2 * (size_t)h->n_layer;
+    uint8_t *m = malloc(n);
+    if (!m) return false;
+    h->n_skip = 0;
+    for (size_t i = 0; i < n; i++) h->n_skip += (m[i] = mask[i] != 0);
+    free(h->skip);
+    h->skip = m;
+    return true;
+}
+
+int sd_accept_head_skip_set(const sd_accept_head *h, uint8_t *mask) {
+    if (!h || !h->skip) return 0;
+    if (mask) memcpy(mask, h->skip, 2 * (size_t)h->n_layer);
+    return h->n_skip;
+}
+
 void sd_accept_head_free(sd_accept_head *h) {
     if (!h) return;
+    free(h->skip);
     free(h->W);
     free(h->b);
     free(h->w_out);
@@ -105,6 +123,16 @@ sd_status accept_head_save(const sd_accept_head *h, const char *path, sd_error *
     gguf_writer_u32(w, "specdec.accept_head.depth", (uint32_t)h->depth);
     gguf_writer_u32(w, "specdec.accept_head.blocks", (uint32_t)h->blocks);
     gguf_writer_bool(w, "specdec.accept_head.shared", h->shared);
+    char *mask = NULL;
+    if (h->skip) { /* SWIFT: the skip set as '0'/'1' */
+        if (!(mask = malloc(2 * (size_t)h->n_layer + 1))) {
+            gguf_writer_free(w);
+            return err_set(err, SD_ERR_NOMEM, "out of memory");
+        }
+        for (int i = 0; i < 2 * h->n_layer; i++) mask[i] = h->skip[i] ? '1' : '0';
+        mask[2 * h->n_layer] = 0;
+        gguf_writer_str(w, "specdec.accept_head.skip_mask", mask);
+    }
     const int64_t ne2[2] = {h->dim, h->dim}, ne1[1] = {h->dim}, ne0[1] = {1};
     for (int j = 0; j < h->n_sets; j++) {
         char name[64];
@@ -118,6 +146,7 @@ sd_status accept_head_save(const sd_accept_head *h, const char *path, sd_error *
     save_ctx sc = {h};
     sd_status st = gguf_writer_write(w, path, save_row, &sc, NULL, err);
     gguf_writer_free(w);
+    free(mask);
     return st;
 }
 
@@ -162,7 +191,23 @@ sd_status sd_accept_head_load(const char *path, sd_accept_head **out, sd_error *
     }
     h->n_embd = (int)D, h->n_layer = (int)L, h->n_vocab = (int)V, h->depth = (int)dep;
     h->model_check = (uint32_t)chk;
-    for (int j = 0; j < h->n_sets; j++) {
+    gguf_str sm;
+    bool bad_str = false;
+    if (gguf_get_str(&f, "specdec.accept_head.skip_mask", &sm, &bad_str)) { /* SWIFT */
+        uint8_t *mask = malloc(2 * (size_t)L);
+        bool ok = mask && sm.len == 2 * (uint64_t)L && dep == L;
+        for (int64_t i = 0; ok && i < 2 * L; i++) {
+            ok = sm.p[i] == '0' || sm.p[i] == '1';
+            if (ok) mask[i] = sm.p[i] == '1';
+        }
+        if (ok) ok = accept_head_set_skip(h, mask) && h->n_skip > 0;
+        free(mask);
+        if (!ok) st = err_set(err, SD_ERR_FORMAT, "%s: the SWIFT skip set is damaged (expected %lld characters 0/1 "
+                              "with at least one 1)", path, (long long)(2 * L));
+    } else if (bad_str) {
+        st = err_set(err, SD_ERR_FORMAT, "%s: specdec.accept_head.skip_mask is not a string", path);
+    }
+    for (int j = 0; !st && j < h->n_sets; j++) {
         char nw[64], nb[64];
         snprintf(nw, sizeof nw, "accept.blk.%d.weight", j);
         snprintf(nb, sizeof nb, "accept.blk.%d.bias", j);
@@ -190,20 +235,42 @@ sd_status sd_accept_head_load(const char *path, sd_accept_head **out, sd_error *
     return SD_OK;
 }
 
-sd_status sd_accept_head_check(const sd_accept_head *h, const sd_model *m, int depth, sd_error *err) {
-    if (!h || !m) return err_set(err, SD_ERR_ARG, "sd_accept_head_check: NULL argument");
-    if (h->n_embd == m->hp.n_embd && h->n_layer == m->hp.n_layer && h->n_vocab == m->hp.n_vocab &&
-        h->model_check == exit_heads_model_check(m) && h->depth == depth)
-        return SD_OK;
+static bool same_model(const sd_accept_head *h, const sd_model *m) {
+    return h->n_embd == m->hp.n_embd && h->n_layer == m->hp.n_layer && h->n_vocab == m->hp.n_vocab &&
+           h->model_check == exit_heads_model_check(m);
+}
+
+static sd_status other_model(const sd_accept_head *h, const sd_model *m, sd_error *err) {
     bool same_shape = h->n_embd == m->hp.n_embd && h->n_layer == m->hp.n_layer && h->n_vocab == m->hp.n_vocab;
-    if (same_shape && h->model_check == exit_heads_model_check(m))
-        return err_set(err, SD_ERR_ARG,
-                       "acceptance head was trained on the state after %d of this model's layers, but the drafter "
-                       "runs %d (train one for this exit layer)", h->depth, depth);
     return err_set(err, SD_ERR_ARG,
-                   "acceptance head was trained for another draft model (head: dim %d, %d layers, vocab %d; drafter: "
-                   "dim %d, %d layers, vocab %d%s)",
+                   "acceptance head was trained for another %s (head: dim %d, %d layers, vocab %d; drafter: "
+                   "dim %d, %d layers, vocab %d%s)", h->skip ? "target" : "draft model",
                    h->n_embd, h->n_layer, h->n_vocab, m->hp.n_embd, m->hp.n_layer, m->hp.n_vocab,
                    same_shape ? ", other weights" : "");
 }
 
+sd_status sd_accept_head_check(const sd_accept_head *h, const sd_model *m, int depth, sd_error *err) {
+    if (!h || !m) return err_set(err, SD_ERR_ARG, "sd_accept_head_check: NULL argument");
+    if (h->skip)
+        return err_set(err, SD_ERR_ARG, "acceptance head was trained for SWIFT's layer-skipping drafter (%d of the "
+                       "target's sub-layers skipped), not for this drafter", h->n_skip);
+    if (same_model(h, m) && h->depth == depth) return SD_OK;
+    if (same_model(h, m))
+        return err_set(err, SD_ERR_ARG,
+                       "acceptance head was trained on the state after %d of this model's layers, but the drafter "
+                       "runs %d (train one for this exit layer)", h->depth, depth);
+    return other_model(h, m, err);
+}
+
+sd_status sd_accept_head_check_swift(const sd_accept_head *h, const sd_model *target, int n_skip, sd_error *err) {
+    if (!h || !target) return err_set(err, SD_ERR_ARG, "sd_accept_head_check_swift: NULL argument");
+    if (!h->skip)
+        return err_set(err, SD_ERR_ARG, "acceptance head was trained for another drafter (%s), not SWIFT's layer "
+                       "skipping (train one with `specdec train accept-head --skip-set FILE` or --swift)",
+                       h->depth == h->n_layer ? "a draft model" : "early exit");
+    if (!same_model(h, target)) return other_model(h, target, err);
+    if (h->n_skip != n_skip)
+        return err_set(err, SD_ERR_ARG, "acceptance head was trained on a SWIFT skip set of %d sub-layers, but the "
+                       "drafter skips %d (another skip ratio: train one for it)", h->n_skip, n_skip);
+    return SD_OK;
+}

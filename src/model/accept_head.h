@@ -6,8 +6,11 @@
  *   general.architecture = "specdec-accept-head"
  *   specdec.accept_head.{n_embd, n_layer, n_vocab, model_check, depth, blocks, shared}
  *     n_embd/n_layer/n_vocab/model_check: the model whose layers make the state (the draft model, or the target for
- *     early exit; model_check as exit_heads_model_check); depth: the layers it runs (n_layer for a draft model, E for
- *     early exit at E)
+ *     early exit and SWIFT; model_check as exit_heads_model_check); depth: the layers it runs (n_layer for a draft
+ *     model and SWIFT, E for early exit at E)
+ *   specdec.accept_head.skip_mask (SWIFT heads only): the skip set the head was trained on, 2 n_layer characters
+ *     '0' / '1' (2l: attention of layer l, 2l+1: its MLP). A SWIFT head serves SWIFT on the same target with the
+ *     same number of skipped sub-layers (the skip ratio's set size), whichever set the optimiser has moved to
  *   tensors accept.blk.<j>.weight [n_embd, n_embd] f32, accept.blk.<j>.bias [n_embd] f32 (j < blocks, or j = 0 when
  *   shared), accept.out.weight [n_embd] f32, accept.out.bias [1] f32. */
 #ifndef SD_MODEL_ACCEPT_HEAD_H
@@ -30,10 +33,15 @@ struct sd_accept_head {
     /* the drafter it was trained for */
     int n_embd, n_layer, n_vocab, depth;
     uint32_t model_check;
+    /* SWIFT: the skip set it was trained on ([2 n_layer], 1 = skipped) and its size; NULL / 0 for the others */
+    uint8_t *skip;
+    int n_skip;
 };
 
 /* A head for states of m after `depth` layers, weights zero (a = 0.5). NULL when out of memory or blocks > 4. */
 sd_accept_head *accept_head_new(const sd_model *m, int depth, int blocks, bool shared);
+/* Makes h a SWIFT head trained on skip set mask[2 n_layer] (copied). false when out of memory. */
+bool accept_head_set_skip(sd_accept_head *h, const uint8_t *mask);
 /* Weight set of block j (0-based). */
 static inline float *accept_head_W(const sd_accept_head *h, int j) {
     return h->W + (size_t)(h->shared ? 0 : j) * h->dim * h->dim;

@@ -97,21 +97,31 @@ float accept_top1_prob(const float *l, int V, int32_t best, float T) {
     return (float)(1.0 / s);
 }
 
-int32_t draft_peek(sd_sampler *smp, bool greedy, const float *logits, int V, const int32_t *hist, int n_hist,
-                   float *q, bool want_top1, float *top1) {
+int32_t draft_chain_step(draft_tree *t, ctrl *c, sd_sampler *smp, bool greedy, const float *logits, int V,
+                         const float *hidden, int D, int32_t *hist, int n, int i) {
+    int32_t x = -1;
+    float top1 = 1.0f, *q = greedy ? NULL : t->q + (size_t)i * V;
     if (greedy) {
-        int32_t x = accept_argmax(logits, V);
-        *top1 = want_top1 ? accept_top1_prob(logits, V, x, 1.0f) : 1.0f;
-        return x;
+        x = accept_argmax(logits, V);
+        if (c->uses_conf) top1 = accept_top1_prob(logits, V, x, 1.0f);
+    } else {
+        sd_sampler_probs(smp, logits, hist, n + i, q);
+        top1 = q[accept_argmax(q, V)];
     }
-    sd_sampler_probs(smp, logits, hist, n_hist, q);
-    int32_t b = 0;
-    for (int i = 1; i < V; i++)
-        if (q[i] > q[b]) b = i;
-    *top1 = q[b];
-    return -1;
+    ctrl_feat f = {top1, hidden, D, hist[n + i - 1]};
+    if (!ctrl_keep(c, i, &f)) return -1;
+    draft_tree_keep_logits(t, i, logits, V);
+    if (!greedy) x = sd_sampler_draw(smp, q);
+    t->token[i] = x;
+    hist[n + i] = x;
+    return x;
 }
 
-int32_t draft_draw(sd_sampler *smp, bool greedy, int32_t peeked, const float *q) {
-    return greedy ? peeked : sd_sampler_draw(smp, q);
+sd_status draft_sampler_new(const sd_sampler *target, int n_vocab, uint32_t salt, sd_sampler **out, uint64_t *seed,
+                            sd_error *err) {
+    sd_sampler_params sp;
+    sd_sampler_get_params(target, &sp);
+    sp.seed = sp.seed * 0x9e3779b97f4a7c15ull + salt;
+    if (seed) *seed = sp.seed;
+    return sd_sampler_new(&sp, n_vocab, out, err);
 }

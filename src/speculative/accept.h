@@ -38,11 +38,16 @@ int32_t accept_argmax(const float *logits, int V);
 /* max softmax(logits / T) given its argmax. */
 float accept_top1_prob(const float *logits, int V, int32_t best, float T);
 
-/* A drafter's next token from its logits: greedy -> argmax (q unused); sampling -> q[V] = the processed
- * distribution (history hist[0..n_hist)); *top1 = its largest probability (greedy: only when want_top1, else 1).
- * The token itself is drawn only by draft_draw, after the controller agreed to draft it. Returns the greedy token,
- * or -1 when sampling. */
-int32_t draft_peek(sd_sampler *smp, bool greedy, const float *logits, int V, const int32_t *hist, int n_hist,
-                   float *q, bool want_top1, float *top1);
-int32_t draft_draw(sd_sampler *smp, bool greedy, int32_t peeked, const float *q);
+/* One step of a chain drafter (draft model, early exit, SWIFT): logits[V] of the position that has read
+ * hist[n + i - 1] give draft token i's distribution — greedy: its argmax; sampling: q = the processed distribution
+ * (history hist[0 .. n + i)), written to t->q row i. The controller is asked first (ctrl_keep with the top-1
+ * probability, computed when c->uses_conf or when sampling, and hidden[D], the drafter's state at that position, may
+ * be NULL); when it keeps going the token is drawn (sampling: with smp's RNG) into t->token[i] and hist[n + i], and
+ * the logits are kept for SV (draft_tree_keep_logits). Returns the token, or -1 when the controller ends the round. */
+int32_t draft_chain_step(draft_tree *t, ctrl *c, sd_sampler *smp, bool greedy, const float *logits, int V,
+                         const float *hidden, int D, int32_t *hist, int n, int i);
+/* A drafter's own sampler: the target sampler's parameters with a seed of its own (the target's seed times the golden
+ * ratio plus salt), so the drafter's draws never take from the target's stream; *seed (may be NULL) gets that seed. */
+sd_status draft_sampler_new(const sd_sampler *target, int n_vocab, uint32_t salt, sd_sampler **out, uint64_t *seed,
+                            sd_error *err);
 #endif

@@ -117,16 +117,9 @@ static int ex_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tr
     int k = 0;
     while (k < max) {
         if (exit_step(ex, x, true, err)) return -1;
-        float top1, *qk = ex->greedy ? NULL : t->q + (size_t)k * ex->V;
-        int32_t nx = draft_peek(ex->smp, ex->greedy, ex->logits, ex->V, hist, n + k, qk, c->uses_conf, &top1);
-        ctrl_feat f = {top1, ex->hcache + (size_t)(ex->n_cached - 1) * ex->D, ex->D, x};
-        if (!ctrl_keep(c, k, &f)) break;
-        draft_tree_keep_logits(t, k, ex->logits, ex->V);
-        nx = draft_draw(ex->smp, ex->greedy, nx, qk);
-        t->token[k] = nx;
-        hist[n + k] = nx;
+        const float *state = ex->hcache + (size_t)(ex->n_cached - 1) * ex->D;
+        if ((x = draft_chain_step(t, c, ex->smp, ex->greedy, ex->logits, ex->V, state, ex->D, hist, n, k)) < 0) break;
         k++;
-        x = nx;
     }
     return k;
 }
@@ -178,10 +171,7 @@ drafter *drafter_exit_new(sd_ctx *target, int seq, int E, const sd_exit_heads *h
     const sd_model *m = sd_ctx_model(target);
     sd_model_info info;
     sd_model_get_info(m, &info);
-    sd_sampler_params sp;
-    sd_sampler_get_params(smp, &sp);
-    sp.seed = sp.seed * 0x9e3779b97f4a7c15ull + 0x2545f491u;
-    if (!ex || sd_sampler_new(&sp, info.n_vocab, &ex->smp, err) != SD_OK ||
+    if (!ex || draft_sampler_new(smp, info.n_vocab, 0x2545f491u, &ex->smp, NULL, err) != SD_OK ||
         !(ex->hcache = malloc((size_t)(gmax + 1) * info.n_embd * sizeof(float))) ||
         !(ex->logits = malloc((size_t)info.n_vocab * sizeof(float))) || !(ex->want = malloc((size_t)gmax + 1))) {
         if (ex) ex_free(&ex->base);

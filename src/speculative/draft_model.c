@@ -172,14 +172,8 @@ static int md_step(model_drafter *md, fwd_req *r, int *k) {
     md->phase = MD_CHAIN;
     if (md->k < md->max) {
         const int i = md->k;
-        float top1, *qi = md->greedy ? NULL : t->q + (size_t)i * md->V;
-        int32_t x = draft_peek(md->smp, md->greedy, md->logits, md->V, md->hist, n + i, qi, md->c->uses_conf, &top1);
-        ctrl_feat f = {top1, md->have_hl ? md->hl + (size_t)(md->L - 1) * md->D : NULL, md->D, md->hist[n + i - 1]};
-        if (ctrl_keep(md->c, i, &f)) {
-            draft_tree_keep_logits(t, i, md->logits, md->V);
-            x = draft_draw(md->smp, md->greedy, x, qi);
-            t->token[i] = x;
-            md->hist[n + i] = x; /* the penalty's history for the next draft step */
+        const float *state = md->have_hl ? md->hl + (size_t)(md->L - 1) * md->D : NULL;
+        if (draft_chain_step(t, md->c, md->smp, md->greedy, md->logits, md->V, state, md->D, md->hist, n, i) >= 0) {
             md->k++;
             if (md->k < md->max) {
                 *r = (fwd_req){.seq = md->seq, .n = 1, .token = t->token + i, .want = &md->one, .logits = md->logits,
@@ -255,10 +249,7 @@ drafter *drafter_model_new(sd_ctx *dctx, int seq, const sd_sampler *smp, const s
     model_drafter *md = calloc(1, sizeof *md);
     sd_model_info info;
     sd_model_get_info(sd_ctx_model(dctx), &info);
-    sd_sampler_params sp;
-    sd_sampler_get_params(smp, &sp);
-    sp.seed = sp.seed * 0x9e3779b97f4a7c15ull + 0x5bd1e995u; /* the draft's own stream */
-    if (!md || sd_sampler_new(&sp, info.n_vocab, &md->smp, err) != SD_OK ||
+    if (!md || draft_sampler_new(smp, info.n_vocab, 0x5bd1e995u, &md->smp, NULL, err) != SD_OK ||
         !(md->logits = malloc((size_t)info.n_vocab * sizeof(float)))) {
         if (md) md_free(&md->base);
         err_set(err, SD_ERR_NOMEM, "out of memory creating the draft model's drafter");

@@ -3,12 +3,16 @@
  * sequence's own cache: the pending token and the drafts go after the committed cells in the layers that run
  * (skipped attention writes no K/V), and the cache is truncated back to the committed prefix before the
  * verification pass — no copy of the cache. Verification runs the full model over the round's block.
- *  - chains (tree_nodes 0): up to max_draft tokens, stopping when the draft's top-1 probability < p_stop (the first
- *    draft is always made); sampling drafts from the processed distribution q (the standard rule accepts them);
- *  - trees (tree_nodes > 0): the same greedy chain (rank-chosen, one-hot), then each chain position's top-c
- *    alternatives as sibling leaves, c by that position's confidence bucket (tree_topk / tree_conf); the position
- *    where drafting stopped on low confidence gives its alternatives too. Chain nodes come first (the node budget
- *    min(tree_nodes, room) keeps the chain), then the leaves from the shallowest position down. Verification: one
+ *  - chains (tree_nodes 0): up to max_draft tokens, asking the controller before each (the method's controller is
+ *    conf-stop at p_stop — SWIFT's own rule — or SpecDec++'s acceptance head, which then replaces it and reads the
+ *    skipped model's last state); sampling drafts from the processed distribution q (the standard rule accepts
+ *    them); the draft logits are kept for SV;
+ *  - trees (tree_nodes != 0): the same greedy chain (rank-chosen, one-hot; the controller stops it), then each chain
+ *    position's top-c alternatives as sibling leaves, c by that position's confidence bucket (tree_topk /
+ *    tree_conf); the position where drafting stopped on low confidence gives its alternatives too. Chain nodes come
+ *    first (the node budget keeps the chain), then the leaves from the shallowest position down. The budget:
+ *    min(tree_nodes, room), or with tree_nodes = SD_TREE_AUTO the one tree_budget chooses from the latency table and
+ *    each list index's observed acceptance (a smaller budget keeps a prefix of the same list). Verification: one
  *    tree pass; acceptance: greedy longest match or multi-candidate rejection sampling (accept_tree).
  *  - optimisation (after each round while the optimiser runs, once C generated tokens exist): the proposed set's
  *    matchness = the fraction of the last C positions where the skipped model's argmax is the generated token,
@@ -23,6 +27,7 @@
 #include "speculative/accept.h"
 #include "speculative/spec.h"
 #include "speculative/swift_opt.h"
+#include "speculative/tree_budget.h"
 #include "util/err.h"
 
 enum { MAX_TOPK = 64 };
@@ -30,7 +35,7 @@ enum { MAX_TOPK = 64 };
 typedef struct swift_drafter {
     drafter base;
     sd_ctx *ctx;
-    int seq, L, V, n_batch;
+    int seq, L, V, D, n_batch;
     sd_sampler *smp;
     bool greedy;
     sd_swift_state *st;
@@ -38,14 +43,21 @@ typedef struct swift_drafter {
     uint8_t *skip;    /* [2L] drafting mask (the best set) */
     uint8_t *cand;    /* [2L] the candidate being scored */
     float *logits;    /* [V] */
+    float *state;     /* [D] the skipped model's last state of the latest step (controllers reading it) */
     float *probs;     /* [V] processed distribution (sampling, trees) */
     /* trees: per chain position i (0 = the root's children) its ranked alternatives */
     int tree_nodes, n_conf, topk[8];
     float conf[7];
     int32_t *alt;     /* [max_draft + 1][MAX_TOPK] ranked tokens (alt[i][0] = the chain's token) */
     int *n_alt;       /* [max_draft + 1] */
-    float p_stop;
     int max_draft;
+    /* the automatic node budget (tree_nodes = SD_TREE_AUTO) */
+    bool auto_budget;
+    tree_budget tb;
+    const sd_sv_latency *lat;
+    const draft_tree *round_t; /* the latest round's tree and node count, for its acceptance */
+    int round_k;
+    uint8_t *on_path;          /* [SD_TREE_AUTO_MAX] */
     /* optimisation */
     int window, n_prompt;
     int32_t *opar, *opos; /* [window] */
@@ -85,9 +97,10 @@ static int top_c(const swift_drafter *sw, const float *score, int c, int32_t *ou
     return k;
 }
 
-/* Runs token x at the next position of the scratch extension with the drafting mask: logits into sw->logits. */
-static sd_status skip_step(swift_drafter *sw, int32_t x, sd_error *err) {
-    sd_forward_args a = {.skip = sw->skip, .logits = sw->logits};
+/* Runs token x at the next position of the scratch extension with the drafting mask: logits into sw->logits (and the
+ * last state into sw->state when want_state). */
+static sd_status skip_step(swift_drafter *sw, int32_t x, bool want_state, sd_error *err) {
+    sd_forward_args a = {.skip = sw->skip, .logits = sw->logits, .hidden = want_state ? sw->state : NULL};
     return sd_forward(sw->ctx, &(sd_block){.n = 1, .token = &x, .seq_all = sw->seq}, &a, err);
 }
 
@@ -98,32 +111,28 @@ static sd_status sw_begin(drafter *d, const int32_t *hist, int n, sd_error *err)
     return SD_OK;
 }
 
-static int draft_chain(swift_drafter *sw, int32_t *hist, int n, int max, draft_tree *t, sd_error *err) {
+static int draft_chain(swift_drafter *sw, int32_t *hist, int n, int max, ctrl *c, draft_tree *t, sd_error *err) {
     t->onehot = false;
     int32_t x = hist[n - 1];
     int k = 0;
     while (k < max) {
-        if (skip_step(sw, x, err)) return -1;
-        float top1, *qk = sw->greedy ? NULL : t->q + (size_t)k * sw->V;
-        int32_t nx = draft_peek(sw->smp, sw->greedy, sw->logits, sw->V, hist, n + k, qk, true, &top1);
-        if (k > 0 && top1 < sw->p_stop) break;
-        nx = draft_draw(sw->smp, sw->greedy, nx, qk);
-        t->token[k] = nx;
-        hist[n + k] = nx;
+        if (skip_step(sw, x, c->uses_hidden, err)) return -1;
+        const float *state = c->uses_hidden ? sw->state : NULL;
+        if ((x = draft_chain_step(t, c, sw->smp, sw->greedy, sw->logits, sw->V, state, sw->D, hist, n, k)) < 0) break;
         k++;
-        x = nx;
     }
     return k;
 }
 
-static int draft_tree_(swift_drafter *sw, int32_t *hist, int n, int max, draft_tree *t, sd_error *err) {
+static int draft_tree_(swift_drafter *sw, int32_t *hist, int n, int max, ctrl *c, draft_tree *t, sd_error *err) {
     t->onehot = true;
-    int budget = t->max_nodes < sw->tree_nodes ? t->max_nodes : sw->tree_nodes;
+    const int nodes = sw->auto_budget ? tree_budget_next(&sw->tb, sw->lat) : sw->tree_nodes;
+    const int budget = t->max_nodes < nodes ? t->max_nodes : nodes;
     int depth_max = max < budget ? max : budget;
     int32_t x = hist[n - 1];
     int m = 0, n_pos = 0; /* chain nodes; positions with alternatives */
     while (m < depth_max) {
-        if (skip_step(sw, x, err)) return -1;
+        if (skip_step(sw, x, false, err)) return -1;
         const float *score = sw->logits;
         int32_t best = accept_argmax(sw->logits, sw->V);
         float top1;
@@ -139,7 +148,8 @@ static int draft_tree_(swift_drafter *sw, int32_t *hist, int n, int max, draft_t
         sw->n_alt[n_pos] = top_c(sw, score, children_for(sw, top1), alt);
         if (sw->n_alt[n_pos] == 0) break;
         n_pos++;
-        if (m > 0 && top1 < sw->p_stop) break; /* this position offers its alternatives as leaves only */
+        ctrl_feat f = {top1, NULL, sw->D, x};
+        if (!ctrl_keep(c, m, &f)) break; /* this position offers its alternatives as leaves only */
         t->token[m] = alt[0];
         t->parent[m] = m - 1;
         hist[n + m] = alt[0];
@@ -159,12 +169,31 @@ static int draft_tree_(swift_drafter *sw, int32_t *hist, int n, int max, draft_t
 
 static int sw_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tree *t, sd_error *err) {
     swift_drafter *sw = (swift_drafter *)d;
-    (void)c;
     if (max > sw->max_draft) max = sw->max_draft;
-    int k = max < 1 ? 0 : sw->tree_nodes > 0 ? draft_tree_(sw, hist, n, max, t, err) : draft_chain(sw, hist, n, max, t, err);
+    int k = max < 1 ? 0 : sw->tree_nodes != 0 ? draft_tree_(sw, hist, n, max, c, t, err) : draft_chain(sw, hist, n, max, c, t, err);
     /* the scratch extension goes: the verification block starts at the pending token's cell */
     sd_kv_truncate(sw->ctx, sw->seq, n - 1, NULL);
+    sw->round_t = t;
+    sw->round_k = k;
     return k;
+}
+
+/* The automatic budget: which nodes of the round's list lay on the accepted path (the n_acc accepted drafts end
+ * hist before the new pending token; siblings hold distinct tokens, so the path is found by its tokens). */
+static void observe_tree(swift_drafter *sw, const int32_t *hist, int n, int n_acc) {
+    const draft_tree *t = sw->round_t;
+    const int k = sw->round_k < sw->tb.cap ? sw->round_k : sw->tb.cap;
+    if (!t || k < 1) return;
+    memset(sw->on_path, 0, (size_t)k);
+    for (int i = 0, par = -1; i < n_acc && n - 1 - n_acc + i >= 0; i++) {
+        const int32_t want = hist[n - 1 - n_acc + i];
+        int j = 0;
+        while (j < sw->round_k && !(t->parent[j] == par && t->token[j] == want)) j++;
+        if (j == sw->round_k) break;
+        if (j < k) sw->on_path[j] = 1;
+        par = j;
+    }
+    tree_budget_observe(&sw->tb, k, sw->on_path);
 }
 
 /* One optimisation step: score the optimiser's next candidate on the last C generated positions. */
@@ -194,8 +223,10 @@ static void opt_step(swift_drafter *sw, const int32_t *hist, int n) {
 }
 
 static void sw_on_verified(drafter *d, const int32_t *hist, int n, int n_acc) {
-    (void)n_acc;
-    opt_step((swift_drafter *)d, hist, n);
+    swift_drafter *sw = (swift_drafter *)d;
+    if (sw->auto_budget) observe_tree(sw, hist, n, n_acc);
+    sw->round_t = NULL;
+    opt_step(sw, hist, n);
 }
 
 static void sw_free(drafter *d) {
@@ -205,7 +236,10 @@ static void sw_free(drafter *d) {
     free(sw->skip);
     free(sw->cand);
     free(sw->logits);
+    free(sw->state);
     free(sw->probs);
+    free(sw->on_path);
+    tree_budget_free(&sw->tb);
     free(sw->alt);
     free(sw->n_alt);
     free(sw->opar);
@@ -226,15 +260,14 @@ drafter *drafter_swift_new(sd_ctx *target, int seq, const sd_sampler *smp, const
     swift_drafter *sw = calloc(1, sizeof *sw);
     sd_model_info info;
     sd_model_get_info(sd_ctx_model(target), &info);
-    sd_sampler_params spp;
-    sd_sampler_get_params(smp, &spp);
-    spp.seed = spp.seed * 0x9e3779b97f4a7c15ull + 0x3c6ef372u; /* the draft's own stream */
     const size_t L = (size_t)info.n_layer, V = (size_t)info.n_vocab, C = (size_t)sp->swift_window;
     const size_t P = (size_t)sp->swift_max_draft + 1;
-    if (!sw || sd_sampler_new(&spp, info.n_vocab, &sw->smp, err) != SD_OK) goto nomem;
+    uint64_t seed = 0;
+    if (!sw || draft_sampler_new(smp, info.n_vocab, 0x3c6ef372u, &sw->smp, &seed, err) != SD_OK) goto nomem;
     sw->skip = calloc(2 * L, 1);
     sw->cand = calloc(2 * L, 1);
     sw->logits = malloc(V * sizeof(float));
+    sw->state = malloc((size_t)info.n_embd * sizeof(float));
     sw->probs = malloc(V * sizeof(float));
     sw->alt = malloc(P * MAX_TOPK * sizeof(int32_t));
     sw->n_alt = calloc(P, sizeof(int));
@@ -242,9 +275,14 @@ drafter *drafter_swift_new(sd_ctx *target, int seq, const sd_sampler *smp, const
     sw->opos = malloc(C * sizeof(int32_t));
     sw->owant = malloc(C);
     sw->ologits = malloc(C * V * sizeof(float));
-    if (!sw->skip || !sw->cand || !sw->logits || !sw->probs || !sw->alt || !sw->n_alt || !sw->opar || !sw->opos ||
-        !sw->owant || !sw->ologits)
+    if (!sw->skip || !sw->cand || !sw->logits || !sw->state || !sw->probs || !sw->alt || !sw->n_alt || !sw->opar ||
+        !sw->opos || !sw->owant || !sw->ologits)
         goto nomem;
+    if (sp->tree_nodes < 0) { /* the automatic node budget */
+        sw->auto_budget = true;
+        sw->lat = sp->sv_latency;
+        if (!tree_budget_init(&sw->tb, SD_TREE_AUTO_MAX) || !(sw->on_path = malloc(SD_TREE_AUTO_MAX))) goto nomem;
+    }
     memset(sw->owant, 1, C);
     if (sp->swift_state) {
         if (swift_opt_n_layer(sp->swift_state) != info.n_layer) {
@@ -255,7 +293,7 @@ drafter *drafter_swift_new(sd_ctx *target, int seq, const sd_sampler *smp, const
         }
         sw->st = sp->swift_state;
     } else {
-        if (sd_swift_state_new(info.n_layer, sp, spp.seed, &sw->st, err) != SD_OK) {
+        if (sd_swift_state_new(info.n_layer, sp, seed, &sw->st, err) != SD_OK) {
             sw_free(&sw->base);
             return NULL;
         }
@@ -269,13 +307,13 @@ drafter *drafter_swift_new(sd_ctx *target, int seq, const sd_sampler *smp, const
     sw->seq = seq;
     sw->L = info.n_layer;
     sw->V = info.n_vocab;
+    sw->D = info.n_embd;
     sw->n_batch = sd_ctx_n_batch(target);
     sw->greedy = sd_sampler_is_greedy(smp);
     sw->tree_nodes = sp->tree_nodes;
     sw->n_conf = sp->n_tree_conf;
     memcpy(sw->topk, sp->tree_topk, sizeof sw->topk);
     memcpy(sw->conf, sp->tree_conf, sizeof sw->conf);
-    sw->p_stop = sp->swift_p_stop;
     sw->max_draft = sp->swift_max_draft;
     sw->window = sp->swift_window;
     return &sw->base;

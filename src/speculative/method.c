@@ -17,6 +17,7 @@ int method_max_drafts(const sd_spec_params *sp) {
     if (sp->method == SD_SPEC_DEL && sp->del_dmax > g) g = sp->del_dmax;
     if (sp->method == SD_SPEC_SPECBOUND && sp->sb_width > g) g = sp->sb_width;
     if (sp->tree_nodes > g) g = sp->tree_nodes;
+    if (sp->tree_nodes < 0 && SD_TREE_AUTO_MAX > g) g = SD_TREE_AUTO_MAX; /* SWIFT's automatic budget */
     if (sp->method == SD_SPEC_SWIFT && sp->swift_max_draft > g) g = sp->swift_max_draft;
     return g;
 }
@@ -47,9 +48,11 @@ sd_status method_new(sd_ctx *target, int seq, sd_sampler *smp, const sd_spec_par
     case SD_SPEC_EARLY_EXIT:
         m->d = drafter_exit_new(target, seq, sp->exit_layer ? sp->exit_layer : L / 2, sp->exit_heads, smp, gmax, NULL, 0, err);
         break;
-    case SD_SPEC_SWIFT: /* the drafter stops on its own confidence rule; the controller only bounds the length */
-        cp.ctrl = SD_CTRL_FIXED;
-        cp.gamma = sp->swift_max_draft;
+    case SD_SPEC_SWIFT:
+        /* chains stop on SWIFT's confidence rule — conf-stop at p_stop — or, with ctrl=specdecpp, on the acceptance
+         * head instead; both bounded by max_draft (trees: the chain of the tree stops on p_stop) */
+        if (sp->ctrl != SD_CTRL_SPECDECPP) cp.ctrl = SD_CTRL_CONF, cp.p_min = sp->swift_p_stop;
+        cp.gamma_max = sp->swift_max_draft;
         m->d = drafter_swift_new(target, seq, smp, sp, err);
         m->swift = m->d != NULL;
         if (!m->d) {

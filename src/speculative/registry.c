@@ -40,8 +40,8 @@ static const spec_param PARAMS[] = {
      F(method), NO_COUNT, NULL},
     {{"ctrl", "--ctrl", SD_PARAM_ENUM, 0, 0, false, 0, "fixed|conf|fs|dv|specdecpp", "fixed",
       "draft length: fixed | conf (stop below p_min) | fs (+-1 per round) | dv (Draft&Verify threshold) | specdecpp "
-      "(trained acceptance head, --accept-head)",
-      SD_MASK_CHAIN},
+      "(trained acceptance head, --accept-head); swift: fixed (its own p_stop rule) or specdecpp",
+      SD_MASK_CHAIN | MM(SWIFT)},
      F(ctrl), NO_COUNT, NULL},
     {{"gamma", "--gamma", SD_PARAM_INT, 1, 256, false, 0, NULL, "5", "drafts per round (fixed), initial length (fs)",
       SD_MASK_CHAIN},
@@ -93,8 +93,9 @@ static const spec_param PARAMS[] = {
     {{"width", "--sb-width", SD_PARAM_INT, 1, 256, false, 0, NULL, "8", "SpecBound: width bound W (drafts per round)",
       MM(SPECBOUND)},
      F(sb_width), NO_COUNT, NULL},
-    {{"tree_nodes", "--tree-nodes", SD_PARAM_INT, 0, 256, false, 0, NULL, "0",
-      "token tree: most draft nodes per round (0: a chain)", MM(DRAFT) | MM(SWIFT)},
+    {{"tree_nodes", "--tree-nodes", SD_PARAM_INT, -1, 256, false, 0, NULL, "0",
+      "token tree: most draft nodes per round (0: a chain; swift: -1 = chosen from the latency table and the "
+      "acceptance so far)", MM(DRAFT) | MM(SWIFT)},
      F(tree_nodes), NO_COUNT, NULL},
     {{"tree_topk", "--tree-topk", SD_PARAM_INT_LIST, 1, 64, false, CAP(tree_topk), NULL, "10+5+3+1",
       "token tree: children per node in each confidence bucket (one more than tree_conf)", MM(DRAFT) | MM(SWIFT)},
@@ -129,7 +130,7 @@ static const spec_param PARAMS[] = {
      F(swift_stop_score), NO_COUNT, NULL},
     /* SpecDec++ */
     {{"stop_threshold", "--stop-threshold", SD_PARAM_FLOAT, 0, 1, false, 0, NULL, "0.3",
-      "specdecpp: stop drafting when 1 - prod(acceptance) exceeds this", MM(DRAFT) | MM(EARLY_EXIT)},
+      "specdecpp: stop drafting when 1 - prod(acceptance) exceeds this", MM(DRAFT) | MM(EARLY_EXIT) | MM(SWIFT)},
      F(stop_threshold), NO_COUNT, NULL},
     /* Speculative Verification (SV) */
     {{"verify", "--verify", SD_PARAM_ENUM, 0, 0, false, 0, "all|sv", "all",
@@ -421,6 +422,9 @@ static sd_status check_tree(const sd_spec_params *sp, sd_error *err) {
     if (sp->method != SD_SPEC_DRAFT && sp->method != SD_SPEC_SWIFT)
         return err_set(err, SD_ERR_ARG, "tree_nodes=%d: token trees need --spec draft or swift, not %s",
                        sp->tree_nodes, sd_spec_method_name(sp->method));
+    if (sp->tree_nodes < 0 && sp->method != SD_SPEC_SWIFT)
+        return err_set(err, SD_ERR_ARG, "tree_nodes=%d: the automatic node budget is SWIFT's (--spec swift); give the "
+                       "draft model's trees a number of nodes", sp->tree_nodes);
     int n_topk = list_len(sp, find("tree_topk"));
     if (n_topk != sp->n_tree_conf + 1)
         return err_set(err, SD_ERR_ARG, "tree_topk has %d values but tree_conf has %d bounds: give %d children counts",
@@ -437,14 +441,17 @@ sd_status registry_check_values(const sd_spec_params *sp, sd_error *err) {
         sd_status st = check_param(sp, &PARAMS[i], err);
         if (st) return st;
     }
-    if (sp->ctrl == SD_CTRL_SPECDECPP && (SD_MASK(sp->method) & SD_MASK_CHAIN) &&
-        (sp->method == SD_SPEC_NGRAM || sp->tree_nodes > 0))
-        return err_set(err, SD_ERR_ARG, "ctrl=specdecpp needs a chain drafter with hidden states (draft or early-exit), "
-                       "not %s", sp->tree_nodes > 0 ? "a token tree" : sd_spec_method_name(sp->method));
+    if (sp->ctrl == SD_CTRL_SPECDECPP && (SD_MASK(sp->method) & (SD_MASK_CHAIN | MM(SWIFT))) &&
+        (sp->method == SD_SPEC_NGRAM || sp->tree_nodes != 0))
+        return err_set(err, SD_ERR_ARG, "ctrl=specdecpp needs a chain drafter with hidden states (draft, early-exit or "
+                       "swift), not %s", sp->tree_nodes != 0 ? "a token tree" : sd_spec_method_name(sp->method));
+    if (sp->method == SD_SPEC_SWIFT && sp->ctrl != SD_CTRL_FIXED && sp->ctrl != SD_CTRL_SPECDECPP)
+        return err_set(err, SD_ERR_ARG, "ctrl=%s does not apply to swift: it drafts until its own confidence rule "
+                       "(p_stop) stops it, or with ctrl=specdecpp until the acceptance head does", sd_ctrl_name(sp->ctrl));
     if (sp->verify == SD_VERIFY_SV && !(SD_MASK(sp->method) & SD_MASK_SV))
         return err_set(err, SD_ERR_ARG, "verify=sv: Speculative Verification needs a drafter of chains (draft, ngram, "
-                       "early-exit, del ...), not %s", sd_spec_method_name(sp->method));
-    if (sp->verify == SD_VERIFY_SV && sp->tree_nodes > 0)
+                       "early-exit, del, swift), not %s", sd_spec_method_name(sp->method));
+    if (sp->verify == SD_VERIFY_SV && sp->tree_nodes != 0)
         return err_set(err, SD_ERR_ARG, "verify=sv verifies chains: it does not take token trees (tree_nodes=%d)",
                        sp->tree_nodes);
     if (sp->ngram_min > sp->ngram_max)
@@ -484,7 +491,8 @@ static sd_status check_swift(const sd_model *target, const sd_spec_params *sp, s
 /* SpecDec++: the head must read the states of this drafter (the draft model's last layer, or the target's exit). */
 static sd_status check_accept_head(const sd_model *target, const sd_model *draft, const sd_spec_params *sp,
                                    sd_error *err) {
-    if (sp->ctrl != SD_CTRL_SPECDECPP || (sp->method != SD_SPEC_DRAFT && sp->method != SD_SPEC_EARLY_EXIT))
+    if (sp->ctrl != SD_CTRL_SPECDECPP ||
+        (sp->method != SD_SPEC_DRAFT && sp->method != SD_SPEC_EARLY_EXIT && sp->method != SD_SPEC_SWIFT))
         return SD_OK;
     if (!sp->accept_head)
         return err_set(err, SD_ERR_ARG, "ctrl=specdecpp needs an acceptance head (--accept-head FILE, made by "
@@ -493,6 +501,9 @@ static sd_status check_accept_head(const sd_model *target, const sd_model *draft
     if (sp->method == SD_SPEC_DRAFT) {
         if (!draft) return SD_OK; /* the method's own check names the missing draft model */
         st = sd_accept_head_check(sp->accept_head, draft, draft->hp.n_layer, err);
+    } else if (sp->method == SD_SPEC_SWIFT) { /* the target with a skip set of the ratio's size */
+        st = sd_accept_head_check_swift(sp->accept_head, target,
+                                        swift_opt_size_for(target->hp.n_layer, sp->swift_skip_ratio), err);
     } else {
         int E = sp->exit_layer ? sp->exit_layer : target->hp.n_layer / 2;
         st = sd_accept_head_check(sp->accept_head, target, E, err);
@@ -572,6 +583,10 @@ sd_status sd_spec_check_ctx(sd_ctx *target, const sd_spec_params *sp, sd_error *
         snprintf(what, sizeof what, "tree_nodes=%d", sp->tree_nodes);
         if ((st = block_fits(target, what, sp->tree_nodes, err))) return st;
     }
+    if (sp->tree_nodes < 0 && !sp->sv_latency) /* SWIFT's automatic budget */
+        return err_set(err, SD_ERR_ARG, "tree_nodes=%d (automatic) needs the target's latency table "
+                       "(sd_spec_params.sv_latency; the CLI measures it at start-up, or reads --sv-latency FILE)",
+                       sp->tree_nodes);
     if (sp->method == SD_SPEC_DRAFT && sd_ctx_n_batch(sp->draft_ctx) < 1)
         return err_set(err, SD_ERR_ARG, "draft context has no batch");
     /* SV */

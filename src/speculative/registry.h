@@ -11,8 +11,9 @@
 #define SD_MASK_CHAIN (SD_MASK(SD_SPEC_DRAFT) | SD_MASK(SD_SPEC_NGRAM) | SD_MASK(SD_SPEC_EARLY_EXIT))
 #define SD_MASK_SELF (SD_MASK(SD_SPEC_EARLY_EXIT) | SD_MASK(SD_SPEC_DEL) | SD_MASK(SD_SPEC_SPECBOUND))
 #define SD_MASK_ANY (SD_MASK(SD_SPEC_NONE) | SD_MASK(SD_SPEC_DRAFT) | SD_MASK_SELF | SD_MASK(SD_SPEC_NGRAM) | SD_MASK(SD_SPEC_SWIFT))
-/* SV: the methods that draft chains (any drafter but plain decoding and SpecBound's width-bounded drafts) */
-#define SD_MASK_SV (SD_MASK_ANY & ~(SD_MASK(SD_SPEC_NONE) | SD_MASK(SD_SPEC_SPECBOUND) | SD_MASK(SD_SPEC_SWIFT)))
+/* SV: the methods that draft chains (any drafter but plain decoding and SpecBound's width-bounded drafts; SWIFT's
+ * token trees are refused apart) */
+#define SD_MASK_SV (SD_MASK_ANY & ~(SD_MASK(SD_SPEC_NONE) | SD_MASK(SD_SPEC_SPECBOUND)))
 
 /* Every value of *sp within its registry range and the cross-parameter rules (no model needed). */
 sd_status registry_check_values(const sd_spec_params *sp, sd_error *err);

@@ -264,6 +264,7 @@ sd_status sd_sched_step(sd_sched *sc, sd_error *err) {
         if (sc->kind[i] == FWD_TARGET) {
             sc->idx[m++] = i;
             if (!session_prefilling(sc->who[i])) n_verify++, n_drafts += sc->reqs[i].n - 1;
+            if (!lat && !session_prefilling(sc->who[i])) lat = session_live_latency(sc->who[i]); /* refreshed below */
         }
     double t0 = now_s();
     sd_status s3 = run_some(sc, sc->ws, sc->target, sc->idx, m, err);

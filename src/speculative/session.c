@@ -409,6 +409,10 @@ int session_sv_betas(const sd_session *s, const float **beta) {
 
 sd_sv_latency *session_sv_latency(const sd_session *s) { return s->sp.sv_latency; }
 
+sd_sv_latency *session_live_latency(const sd_session *s) {
+    return s->sv_on || (s->sp.method == SD_SPEC_SWIFT && s->sp.tree_nodes < 0) ? s->sp.sv_latency : NULL;
+}
+
 void session_sv_verify(sd_session *s, int n) {
     if (s->round != R_SELECT) return;
     if (n < s->k) s->k = n < 1 ? 1 : n;
@@ -590,7 +594,7 @@ sd_status sd_session_step(sd_session *s, sd_error *err) {
         session_forward_done(s, &r);
     }
     if (k == FWD_TARGET) {
-        const bool verify = s->state == SES_DECODE && s->sv_on;
+        const bool verify = s->state == SES_DECODE && session_live_latency(s);
         double t0 = now_s();
         fwd_req_run(s->target, &r);
         if (verify && !r.status) sd_sv_latency_observe(s->sp.sv_latency, r.n - 1, 1, now_s() - t0, 0.9);

@@ -33,6 +33,9 @@ sd_ctx *session_fwd_ctx(const sd_session *s);
 /* SV, while the session waits (FWD_SELECT): its drafted count and beta per drafted token ([k]; borrowed). */
 int session_sv_betas(const sd_session *s, const float **beta);
 sd_sv_latency *session_sv_latency(const sd_session *s);
+/* The latency table the session's choices read (SV; SWIFT's automatic tree budget), which live verification passes
+ * refresh; NULL when it reads none. */
+sd_sv_latency *session_live_latency(const sd_session *s);
 /* SV: verify the first n (>= 1) drafted tokens of the waiting round (the rest are dropped unverified). */
 void session_sv_verify(sd_session *s, int n);
 /* The scheduler the session is in (set by sd_sched_add / cleared when it leaves), so that freeing it removes it. */

@@ -52,6 +52,7 @@ void sd_sv_latency_free(sd_sv_latency *l) {
 }
 
 int sd_sv_latency_n_max(const sd_sv_latency *l) { return l ? l->n_max : 0; }
+int sd_sv_latency_max_batch(const sd_sv_latency *l) { return l && l->n_b > 0 ? l->b[l->n_b - 1] : 0; }
 
 /* T of row r at mean drafts x (interpolated; past n_max: the last step's slope). */
 static double row_time(const sd_sv_latency *l, int r, double x) {

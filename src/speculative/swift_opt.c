@@ -10,7 +10,7 @@
 #include "speculative/gp.h"
 #include "util/err.h"
 
-enum { OBS_CAP = 256, N_CAND_RANDOM = 256 };
+enum { OBS_CAP = 256, N_CAND_RANDOM = 256, HIST_CAP = 64 };
 static const double GP_KAPPA = 2.5, GP_NOISE = 1e-2, GP_ELL = 1.0;
 
 struct sd_swift_state {
@@ -27,6 +27,10 @@ struct sd_swift_state {
     int n_obs, obs_next;
     float *cand;       /* [n_cand][d] GP candidates scratch */
     int n_cand_cap;
+    /* matchness over time: the steps at which the best set improved and its new score (the latest HIST_CAP) */
+    int hist_step[HIST_CAP];
+    float hist_score[HIST_CAP];
+    int n_hist;
 };
 
 static uint64_t rnd(sd_swift_state *st) { /* splitmix64 */
@@ -37,7 +41,7 @@ static uint64_t rnd(sd_swift_state *st) { /* splitmix64 */
 }
 static int rnd_below(sd_swift_state *st, int n) { return (int)(rnd(st) % (uint64_t)n); }
 
-static int size_for(int L, float r) {
+int swift_opt_size_for(int L, float r) {
     int s = (int)floorf(2.0f * (float)(L - 2) * r);
     return s < 0 ? 0 : s > 2 * (L - 2) ? 2 * (L - 2) : s;
 }
@@ -54,6 +58,7 @@ static void clear_obs(sd_swift_state *st) {
     st->n_obs = st->obs_next = 0;
     st->best_score = -1;
     st->steps = st->since_best = 0;
+    st->n_hist = 0;
     start_set(st, st->best);
 }
 
@@ -77,7 +82,7 @@ sd_status sd_swift_state_new(int n_layer, const sd_spec_params *sp, uint64_t see
     st->rng = seed ^ 0x5851f42d4c957f2dull;
     sd_spec_params def = sd_spec_default_params();
     if (!sp) sp = &def;
-    st->size = size_for(n_layer, sp->swift_skip_ratio);
+    st->size = swift_opt_size_for(n_layer, sp->swift_skip_ratio);
     swift_opt_configure(st, sp);
     clear_obs(st);
     *out = st;
@@ -104,7 +109,7 @@ void swift_opt_configure(sd_swift_state *st, const sd_spec_params *sp) {
     st->patience = sp->swift_patience;
     st->beta = sp->swift_bayes_interval > 0 ? sp->swift_bayes_interval : 1;
     st->stop_score = sp->swift_stop_score;
-    swift_opt_set_size(st, size_for(st->L, sp->swift_skip_ratio));
+    swift_opt_set_size(st, swift_opt_size_for(st->L, sp->swift_skip_ratio));
 }
 
 bool swift_opt_done(const sd_swift_state *st) {
@@ -223,6 +228,13 @@ bool swift_opt_observe(sd_swift_state *st, const uint8_t *mask, float score) {
         st->best_score = score;
         memcpy(st->best, b, (size_t)st->d);
         st->since_best = 0;
+        if (st->n_hist == HIST_CAP) { /* keep the latest */
+            memmove(st->hist_step, st->hist_step + 1, (HIST_CAP - 1) * sizeof *st->hist_step);
+            memmove(st->hist_score, st->hist_score + 1, (HIST_CAP - 1) * sizeof *st->hist_score);
+            st->n_hist--;
+        }
+        st->hist_step[st->n_hist] = st->steps;
+        st->hist_score[st->n_hist++] = score;
         return true;
     }
     st->since_best++;
@@ -237,6 +249,15 @@ int sd_swift_state_best(const sd_swift_state *st, uint8_t *mask, float *matchnes
     int n = 0;
     for (int i = 0; i < st->d; i++) n += st->best[i] != 0;
     return n;
+}
+
+int sd_swift_state_history(const sd_swift_state *st, int *steps, float *scores, int cap) {
+    if (!st) return 0;
+    for (int i = 0; i < st->n_hist && i < cap; i++) {
+        if (steps) steps[i] = st->hist_step[i];
+        if (scores) scores[i] = st->hist_score[i];
+    }
+    return st->n_hist;
 }
 
 void sd_swift_state_describe(const sd_swift_state *st, char *buf, size_t cap) {
@@ -264,6 +285,8 @@ sd_status sd_swift_state_save(const sd_swift_state *st, const char *path, sd_err
         for (int j = 0; j < st->d; j++) fputc(st->obs_x[(size_t)i * st->d + j] != 0 ? '1' : '0', f);
         fprintf(f, " %.9g\n", (double)st->obs_y[i]);
     }
+    fprintf(f, "history %d\n", st->n_hist);
+    for (int i = 0; i < st->n_hist; i++) fprintf(f, "%d %.9g\n", st->hist_step[i], (double)st->hist_score[i]);
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0 || bad) return err_set(err, SD_ERR_IO, "cannot write %s", path);
     return SD_OK;
@@ -327,6 +350,22 @@ sd_status sd_swift_state_load(const char *path, int n_layer, sd_swift_state **ou
         for (int j = 0; j < st->d; j++) st->obs_x[(size_t)k * st->d + j] = b[j];
         st->obs_y[k] = (float)y;
     }
+    int n_hist = 0; /* optional (files written before it have none) */
+    if (fscanf(f, " history %d", &n_hist) == 1) {
+        if (n_hist < 0 || n_hist > HIST_CAP) {
+            rc = err_set(err, SD_ERR_FORMAT, "%s: damaged SWIFT skip-set file (history count)", path);
+            goto done;
+        }
+        for (int k = 0; k < n_hist; k++) {
+            double y;
+            if (fscanf(f, " %d %lf", &st->hist_step[k], &y) != 2 || !isfinite(y) || st->hist_step[k] < 0) {
+                rc = err_set(err, SD_ERR_FORMAT, "%s: damaged SWIFT skip-set file (history entry %d)", path, k + 1);
+                goto done;
+            }
+            st->hist_score[k] = (float)y;
+        }
+    }
+    st->n_hist = n_hist;
     st->n_obs = n_obs;
     st->obs_next = n_obs % OBS_CAP;
     st->steps = steps;

@@ -18,6 +18,8 @@
  * another size starts over. */
 void swift_opt_configure(sd_swift_state *st, const sd_spec_params *sp);
 bool swift_opt_done(const sd_swift_state *st);
+/* |S| = floor(2 (L - 2) r): the skipped sub-layers of an n_layer model at skip ratio r. */
+int swift_opt_size_for(int n_layer, float ratio);
 /* The next candidate: mask[2 L] (1 = skipped). */
 void swift_opt_propose(sd_swift_state *st, uint8_t *mask);
 /* The score of a proposed candidate; returns true when it is the new best. */

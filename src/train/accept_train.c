@@ -54,8 +54,9 @@ static void say(const sd_accept_train_params *tp, const char *fmt, ...) {
 /* ------------------------------------------------------------------ the drafter's forward passes */
 typedef struct src {
     sd_ctx *ctx;    /* the draft model's context, or a second context of the target (early exit) */
-    int E;          /* layers run: the draft model's n_layer, or the exit layer */
+    int E;          /* layers run: the draft model's n_layer, the exit layer, or the target's n_layer (SWIFT) */
     const sd_exit_heads *heads;
+    const uint8_t *skip; /* SWIFT: [2 n_layer] sub-layers skipped, else NULL */
     int D, V, nb;
     uint8_t *want;  /* [nb] all ones */
 } src;
@@ -66,7 +67,7 @@ static sd_status src_run(const src *s, const int32_t *tok, int n, float *logits,
     sd_kv_truncate(s->ctx, 0, 0, NULL);
     for (int i = 0; i < n; i += s->nb) {
         int k = n - i < s->nb ? n - i : s->nb;
-        sd_forward_args a = {.layer_end = s->E, .want_logits = s->want,
+        sd_forward_args a = {.layer_end = s->E, .skip = s->skip, .want_logits = s->want,
                              .logits = logits ? logits + (size_t)i * s->V : NULL,
                              .hidden = hidden + (size_t)i * s->D, .exit_heads = s->heads};
         sd_status st = sd_forward(s->ctx, &(sd_block){.n = k, .token = tok + i}, &a, err);
@@ -273,9 +274,17 @@ static sd_status check_params(const sd_model *target, const sd_model *draft, con
         return err_set(err, SD_ERR_ARG,
                        "invalid training parameters (prompt >= 1, response >= 2, layers 0..4, w_rej > 0, mix in "
                        "[0, 1), temp >= 0, epochs >= 1, batch >= 1, lr > 0, weight decay >= 0)");
-    if (draft && tp->exit_layer)
-        return err_set(err, SD_ERR_ARG, "give either a draft model or an exit layer, not both");
-    if (!draft && (tp->exit_layer < 1 || tp->exit_layer >= target->hp.n_layer))
+    if ((draft != NULL) + (tp->exit_layer != 0) + (tp->skip != NULL) > 1)
+        return err_set(err, SD_ERR_ARG, "give one drafter: a draft model, an exit layer or a SWIFT skip set");
+    const int L = target->hp.n_layer;
+    if (tp->skip) { /* SWIFT's sets: interior sub-layers only, at least one */
+        int n = 0;
+        for (int i = 0; i < 2 * L; i++) n += tp->skip[i] != 0;
+        if (tp->skip[0] || tp->skip[1] || tp->skip[2 * L - 2] || tp->skip[2 * L - 1] || n == 0)
+            return err_set(err, SD_ERR_ARG, "SWIFT skip set: skip at least one sub-layer of layers 1..%d (the first "
+                           "and last layers always run)", L - 2);
+    }
+    if (!draft && !tp->skip && (tp->exit_layer < 1 || tp->exit_layer >= L))
         return err_set(err, SD_ERR_ARG, "early exit: the exit layer must be in [1, %d] for this %d-layer target",
                        target->hp.n_layer - 1, target->hp.n_layer);
     if (draft) {
@@ -285,6 +294,7 @@ static sd_status check_params(const sd_model *target, const sd_model *draft, con
             return st;
         }
     }
+    if (tp->exit_heads && !tp->exit_layer) return err_set(err, SD_ERR_ARG, "exit heads go with an exit layer");
     if (tp->exit_heads && tp->exit_heads->n_embd != target->hp.n_embd)
         return err_set(err, SD_ERR_ARG, "exit heads are for another model");
     return SD_OK;
@@ -322,7 +332,8 @@ sd_status sd_train_accept_head(const sd_model *target, const sd_model *draft, co
     int *order = NULL;
     examples ex = {.cap = p.n_tokens, .D = D};
     sd_accept_head *h = NULL;
-    src s = {.E = draft ? sm->hp.n_layer : p.exit_layer, .heads = draft ? NULL : p.exit_heads, .D = D, .V = V, .nb = 64};
+    src s = {.E = draft || p.skip ? sm->hp.n_layer : p.exit_layer, .heads = draft ? NULL : p.exit_heads, .skip = p.skip,
+             .D = D, .V = V, .nb = 64};
     if ((st = sd_ctx_new(target, &cp, &tctx, err)) || (st = sd_ctx_new(sm, &cp, &dctx, err))) goto done;
     s.ctx = dctx;
     /* enough stories for n_tokens drafted positions (about (1 - mix) of each response), and some to spare */
@@ -346,6 +357,10 @@ sd_status sd_train_accept_head(const sd_model *target, const sd_model *draft, co
     ex.label = malloc((size_t)ex.cap * sizeof *ex.label);
     ex.top1 = malloc((size_t)ex.cap * sizeof *ex.top1);
     h = accept_head_new(sm, s.E, p.blocks, p.shared);
+    if (h && p.skip && !accept_head_set_skip(h, p.skip)) {
+        sd_accept_head_free(h);
+        h = NULL;
+    }
     if (!tok || !pos || !cuts || !mixed || !P || !Q || !H || !pr || !s.want || !ex.feat || !ex.label || !ex.top1 || !h) {
         st = err_set(err, SD_ERR_NOMEM, "out of memory collecting %d training positions", ex.cap);
         goto done;
@@ -353,7 +368,7 @@ sd_status sd_train_accept_head(const sd_model *target, const sd_model *draft, co
     memset(s.want, 1, 64);
     say(&p, "collecting %d drafted positions: %s answers corpus prompts of %d tokens with %d tokens, the drafter (%s) "
         "reads token-mixed responses (r = %g)", ex.cap, "the target", p.prompt_len, p.response_len,
-        draft ? "draft model" : "early exit", p.mix);
+        draft ? "draft model" : p.skip ? "SWIFT's skip set" : "early exit", p.mix);
     rng r;
     rng_seed(&r, p.seed * 0x9e3779b97f4a7c15ull + 17);
     int used = 0;

@@ -177,7 +177,8 @@ int cmd_serve(int argc, char **argv) {
     s.def.dctx = env.dctx;
     s.def.heads = env.heads;
     s.def.swift = env.swift;
-    s.def.accept_head = env.accept_head; /* SpecDec++ */
+    s.def.accept = env.accept; /* SpecDec++ */
+    s.def.n_accept = env.n_accept;
     s.def.sampling = o.sp;
     s.def.spec = o.spec;
     if (s.def.spec.method != SD_SPEC_DRAFT) s.def.spec.draft_ctx = NULL;

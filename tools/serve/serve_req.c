@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
+
 bool sv_fail(sv_error *e, int http, const char *type, const char *code, const char *param, const char *fmt, ...) {
     e->http = http;
     e->type = type;
@@ -206,7 +208,7 @@ static bool read_spec(const cJSON *root, const sv_defaults *def, sv_request *r, 
     p.draft_ctx = p.method == SD_SPEC_DRAFT ? def->dctx : NULL;
     p.exit_heads = def->heads;
     p.swift_state = p.method == SD_SPEC_SWIFT ? def->swift : NULL;
-    p.accept_head = def->accept_head; /* SpecDec++ */
+    cli_pick_accept_head(&p, def->model, def->dmodel, def->accept, def->n_accept); /* SpecDec++ */
     /* SV: the server's companion, profile and latency table (verify=sv needs them: the check says so) */
     p.companion_ctx = def->spec.companion_ctx;
     p.sv_profile = def->spec.sv_profile;

@@ -29,7 +29,9 @@ typedef struct sv_defaults {
     const sd_model *model, *dmodel; /* dmodel: the draft model, NULL when the server has none */
     sd_ctx *ctx, *dctx;             /* read-only use here (limits); dctx: the draft context or NULL */
     const sd_exit_heads *heads;     /* the server's exit heads or NULL */
-    const sd_accept_head *accept_head; /* SpecDec++: the server's acceptance head (--accept-head) or NULL */
+    sd_accept_head *const *accept;  /* SpecDec++: the server's acceptance heads (--accept-head, repeatable): a
+                                       specdecpp request takes the first one made for its drafter */
+    int n_accept;
     sd_sampler_params sampling;     /* the server's sampling defaults (seed: drawn per request unless given) */
     sd_spec_params spec;            /* the server's default method */
     int n_predict;                  /* max_tokens when absent (-1: to the end of the context) */

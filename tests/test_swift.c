@@ -384,12 +384,34 @@ static void save_load(void) {
     const char *bad[] = {"", "hello\n", "specdec-swift-state 1\nn_layer 8\nsize 5\n",
                          "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 1\nsince_best 0\nrng 1\nbest_score 0.5\nbest 1100\nobs 0\n",
                          "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 1\nsince_best 0\nrng 1\nbest_score 0.5\nbest 110011001000\nobs 2\n110011001000 0.5\n",
-                         "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 1\nsince_best 0\nrng 1\nbest_score 0.5\nbest 110011001000\nobs 0\nhistory 2\n1 0.5\n"};
+                         "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 1\nsince_best 0\nrng 1\nbest_score 0.5\nbest 110011001000\nobs 0\nhistory 2\n1 0.5\n",
+                         /* the optional history section: a damaged head, another word in its place, steps that do
+                          * not rise within 1..steps, scores that do not rise, something after it */
+                         "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 5\nsince_best 0\nrng 1\nbest_score 0.5\nbest 110011001000\nobs 0\nhistory x\n",
+                         "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 5\nsince_best 0\nrng 1\nbest_score 0.5\nbest 110011001000\nobs 0\nhistroy 1\n1 0.5\n",
+                         "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 5\nsince_best 0\nrng 1\nbest_score 0.5\nbest 110011001000\nobs 0\nhistory 2\n3 0.25\n2 0.5\n",
+                         "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 5\nsince_best 0\nrng 1\nbest_score 0.5\nbest 110011001000\nobs 0\nhistory 2\n1 0.25\n9 0.5\n",
+                         "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 5\nsince_best 0\nrng 1\nbest_score 0.5\nbest 110011001000\nobs 0\nhistory 1\n0 0.5\n",
+                         "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 5\nsince_best 0\nrng 1\nbest_score 0.5\nbest 110011001000\nobs 0\nhistory 2\n1 0.5\n2 0.25\n",
+                         "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 5\nsince_best 0\nrng 1\nbest_score 0.5\nbest 110011001000\nobs 0\nhistory 1\n1 0.5\n2 0.75\n"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         tl_write_file(p3, bad[i], strlen(bad[i]));
         err = (sd_error){0};
         sd_status s = sd_swift_state_load(p3, 8, &st2, &err);
         CHECK(s == SD_ERR_FORMAT && strstr(err.msg, "bad.txt") && !st2, "bad file %zu: status %d '%s'", i, s, err.msg);
+    }
+    /* files written before the history section (none) and with it load */
+    const char *good[] = {"specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 5\nsince_best 0\nrng 1\nbest_score 0.5\nbest 110011001000\nobs 0\n",
+                          "specdec-swift-state 1\nn_layer 8\nsize 5\nsteps 5\nsince_best 0\nrng 1\nbest_score 0.5\nbest 110011001000\nobs 0\nhistory 2\n1 0.25\n5 0.5\n"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        tl_write_file(p3, good[i], strlen(good[i]));
+        err = (sd_error){0};
+        sd_status s = sd_swift_state_load(p3, 8, &st2, &err);
+        int hs[4];
+        CHECK(s == SD_OK && st2 && sd_swift_state_history(st2, hs, NULL, 4) == (int)(2 * i) && (i == 0 || hs[1] == 5),
+              "good file %zu: status %d '%s'", i, s, err.msg);
+        sd_swift_state_free(st2);
+        st2 = NULL;
     }
     CHECK(sd_swift_state_load("/nonexistent/x", 8, &st2, &err) == SD_ERR_IO && strstr(err.msg, "/nonexistent/x"),
           "a missing file: '%s'", err.msg);

@@ -350,19 +350,28 @@ sd_status sd_swift_state_load(const char *path, int n_layer, sd_swift_state **ou
         for (int j = 0; j < st->d; j++) st->obs_x[(size_t)k * st->d + j] = b[j];
         st->obs_y[k] = (float)y;
     }
-    int n_hist = 0; /* optional (files written before it have none) */
-    if (fscanf(f, " history %d", &n_hist) == 1) {
-        if (n_hist < 0 || n_hist > HIST_CAP) {
+    /* the history: optional (files written before it end here); "history N", then N improvements "step score",
+     * both rising, steps in 1..steps; nothing after it */
+    int n_hist = 0;
+    char word[16];
+    if (fscanf(f, " %15s", word) == 1) {
+        if (strcmp(word, "history") != 0 || fscanf(f, " %d", &n_hist) != 1 || n_hist < 0 || n_hist > HIST_CAP) {
             rc = err_set(err, SD_ERR_FORMAT, "%s: damaged SWIFT skip-set file (history count)", path);
             goto done;
         }
         for (int k = 0; k < n_hist; k++) {
             double y;
-            if (fscanf(f, " %d %lf", &st->hist_step[k], &y) != 2 || !isfinite(y) || st->hist_step[k] < 0) {
+            if (fscanf(f, " %d %lf", &st->hist_step[k], &y) != 2 || !isfinite(y) || st->hist_step[k] < 1 ||
+                st->hist_step[k] > steps || (k > 0 && (st->hist_step[k] <= st->hist_step[k - 1] ||
+                                                       (float)y <= st->hist_score[k - 1]))) {
                 rc = err_set(err, SD_ERR_FORMAT, "%s: damaged SWIFT skip-set file (history entry %d)", path, k + 1);
                 goto done;
             }
             st->hist_score[k] = (float)y;
+        }
+        if (fscanf(f, " %15s", word) == 1) {
+            rc = err_set(err, SD_ERR_FORMAT, "%s: damaged SWIFT skip-set file (text after the history)", path);
+            goto done;
         }
     }
     st->n_hist = n_hist;

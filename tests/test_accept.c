@@ -183,6 +183,25 @@ int main(void) {
         CHECK(st == SD_OK && hsw_loaded && same_head(hsw, hsw_loaded), "SWIFT head save/load: %s", st ? err.msg : "differs");
         unlink(p2);
     }
+    /* a SWIFT head's file whose skip set skips a sub-layer of the first or last layer (no SWIFT set does, the trainer
+     * refuses them) is damaged */
+    for (int bad_at = 0; bad_at < 2; bad_at++) {
+        sd_accept_head *hb = accept_head_new(ee, 8, 1, false), *hl = NULL;
+        uint8_t bm[16] = {0};
+        bm[4] = bm[5] = 1;         /* layer 2 */
+        bm[bad_at ? 15 : 0] = 1;   /* the MLP of layer 7 (the last), or the attention of layer 0 */
+        char p3[] = "/tmp/test_accept_badskip_XXXXXX";
+        int fd3 = mkstemp(p3);
+        if (fd3 >= 0) close(fd3);
+        CHECK(hb && accept_head_set_skip(hb, bm) && sd_accept_head_save(hb, p3, &err) == SD_OK, "save: %s", err.msg);
+        err = (sd_error){0};
+        st = sd_accept_head_load(p3, &hl, &err);
+        CHECK(st == SD_ERR_FORMAT && !hl && strstr(err.msg, "skip set"), "a skip set skipping %s loaded: %d '%s'",
+              bad_at ? "layer 7 of 8" : "layer 0", st, err.msg);
+        sd_accept_head_free(hl);
+        sd_accept_head_free(hb);
+        unlink(p3);
+    }
     /* bad trainer input */
     tp = small_params();
     tp.n_tokens = 0;

@@ -195,15 +195,18 @@ sd_status sd_accept_head_load(const char *path, sd_accept_head **out, sd_error *
     bool bad_str = false;
     if (gguf_get_str(&f, "specdec.accept_head.skip_mask", &sm, &bad_str)) { /* SWIFT */
         uint8_t *mask = malloc(2 * (size_t)L);
-        bool ok = mask && sm.len == 2 * (uint64_t)L && dep == L;
-        for (int64_t i = 0; ok && i < 2 * L; i++) {
+        bool ok = sm.len == 2 * (uint64_t)L && dep == L;
+        for (int64_t i = 0; ok && mask && i < 2 * L; i++) {
             ok = sm.p[i] == '0' || sm.p[i] == '1';
             if (ok) mask[i] = sm.p[i] == '1';
         }
-        if (ok) ok = accept_head_set_skip(h, mask) && h->n_skip > 0;
+        /* SWIFT's sets skip interior sub-layers only: the first and last layers always run */
+        if (ok && mask) ok = !mask[0] && !mask[1] && !mask[2 * L - 2] && !mask[2 * L - 1];
+        if (!mask || (ok && !accept_head_set_skip(h, mask))) st = err_set(err, SD_ERR_NOMEM, "out of memory");
+        else if (!ok || h->n_skip == 0)
+            st = err_set(err, SD_ERR_FORMAT, "%s: the SWIFT skip set is damaged (expected %lld characters 0/1 with at "
+                         "least one 1, the first and last layers' two not skipped)", path, (long long)(2 * L));
         free(mask);
-        if (!ok) st = err_set(err, SD_ERR_FORMAT, "%s: the SWIFT skip set is damaged (expected %lld characters 0/1 "
-                              "with at least one 1)", path, (long long)(2 * L));
     } else if (bad_str) {
         st = err_set(err, SD_ERR_FORMAT, "%s: specdec.accept_head.skip_mask is not a string", path);
     }

@@ -9,7 +9,8 @@
  *     early exit and SWIFT; model_check as exit_heads_model_check); depth: the layers it runs (n_layer for a draft
  *     model and SWIFT, E for early exit at E)
  *   specdec.accept_head.skip_mask (SWIFT heads only): the skip set the head was trained on, 2 n_layer characters
- *     '0' / '1' (2l: attention of layer l, 2l+1: its MLP). A SWIFT head serves SWIFT on the same target with the
+ *     '0' / '1' (2l: attention of layer l, 2l+1: its MLP; at least one 1, and layers 0 and n_layer - 1 not skipped: a
+ *     file saying otherwise is damaged). A SWIFT head serves SWIFT on the same target with the
  *     same number of skipped sub-layers (the skip ratio's set size), whichever set the optimiser has moved to
  *   tensors accept.blk.<j>.weight [n_embd, n_embd] f32, accept.blk.<j>.bias [n_embd] f32 (j < blocks, or j = 0 when
  *   shared), accept.out.weight [n_embd] f32, accept.out.bias [1] f32. */

@@ -526,7 +526,7 @@ typedef struct sd_spec_params {
     const struct sd_sv_profile *sv_profile; /* beta(S, A) for this target (sd_sv_profile_new / _build) */
     struct sd_sv_latency *sv_latency;     /* T(n, b), refreshed from live verification passes (NULL: see SV) */
     /* optional (profiling): every drafted token whose acceptance was decided, with its indicators; the companion
-     * runs when this is set even with SD_VERIFY_ALL */
+     * runs when this is set even with SD_VERIFY_ALL. Chains only (token trees are refused) */
     void (*sv_record_cb)(float s, float a, bool accepted, void *user);
     void *sv_record_user;
 } sd_spec_params;

@@ -397,6 +397,8 @@ $CLI profile sv -m "$MEE" --draft-model "$M260" --companion "$MPL" --prompts "$S
 [ $? -eq 0 ] && grep -q "held-out information gain" "$out" && ok || bad "profile sv --eval: $(cat "$out" "$err")"
 expect_err "profile sv --eval for another target" "another target" profile sv -m "$MPL" --draft-model "$M260" --companion "$MPL" --prompts "$SD" --limit 1 -n 4 --eval "$SVP"
 expect_err "profile sv without a companion" "companion" profile sv -m "$MEE" --draft-model "$M260" --prompts "$SD" --out "$SVL"
+expect_err "profile sv with a token tree" "token trees" profile sv -m "$MEE" --spec swift --tree-nodes 8 --companion-exit 3 --prompts "$SD" --out "$SVL.tree"
+[ ! -e "$SVL.tree" ] && ok || bad "profile sv with a token tree wrote a profile"
 expect_err "profile without sv" "sv" profile -m "$MEE"
 rm -f "$SVP" "$SVL"
 

@@ -340,6 +340,15 @@ static void greedy_equivalence(sd_model *tm, sd_model *dm, sd_model *cm) {
     CHECK(sd_spec_check(tm, NULL, &sp, &err) == SD_ERR_ARG && strstr(err.msg, "tree"), "trees: %s", err.msg);
     sp.method = SD_SPEC_SWIFT;
     CHECK(sd_spec_check(tm, NULL, &sp, &err) == SD_ERR_ARG && strstr(err.msg, "tree"), "swift trees: %s", err.msg);
+    /* profiling (sv_record_cb) records chains' drafts too: a tree's nodes are not a chain's positions */
+    sp.verify = SD_VERIFY_ALL, sp.sv_record_cb = record;
+    for (int tn = 8; tn >= -1; tn -= 9) {
+        sp.tree_nodes = tn;
+        CHECK(sd_spec_check(tm, NULL, &sp, &err) == SD_ERR_ARG && strstr(err.msg, "token trees"),
+              "recording swift trees (tree_nodes=%d): %s", tn, err.msg);
+    }
+    sp.tree_nodes = 0;
+    CHECK(sd_spec_check(tm, NULL, &sp, &err) == SD_OK, "recording swift chains: %s", err.msg);
     sd_sv_latency_free(lat);
     sd_ctx_free(ct), sd_ctx_free(cd), sd_ctx_free(cc), sd_ctx_free(ce);
 }

@@ -127,9 +127,9 @@ int cmd_profile(int argc, char **argv) {
         fprintf(stderr, "error: %s holds no prompts\n", prompts);
         goto done;
     }
-    if (!run_env_open(&o, 1, &env)) goto done;
-    o.spec.sv_record_cb = record;
+    o.spec.sv_record_cb = record; /* before the method's checks (they refuse recording token trees) */
     o.spec.sv_record_user = &r;
+    if (!run_env_open(&o, 1, &env)) goto done;
     const tpl_kind tpl = chat_detect(env.model);
     const int n_ctx = sd_ctx_n_ctx(env.ctx);
     if (!(toks = malloc((size_t)n_ctx * sizeof *toks))) goto done;

@@ -454,6 +454,9 @@ sd_status registry_check_values(const sd_spec_params *sp, sd_error *err) {
     if (sp->verify == SD_VERIFY_SV && sp->tree_nodes != 0)
         return err_set(err, SD_ERR_ARG, "verify=sv verifies chains: it does not take token trees (tree_nodes=%d)",
                        sp->tree_nodes);
+    if (sp->sv_record_cb && sp->tree_nodes != 0) /* a tree's nodes are not positions of one chain */
+        return err_set(err, SD_ERR_ARG, "SV's profile records the drafts of chains: it does not take token trees "
+                       "(tree_nodes=%d)", sp->tree_nodes);
     if (sp->ngram_min > sp->ngram_max)
         return err_set(err, SD_ERR_ARG, "ngram_min=%d is larger than ngram_max=%d (n-gram sizes need min <= max)",
                        sp->ngram_min, sp->ngram_max);

@@ -493,7 +493,9 @@ typedef struct sd_spec_params {
      * children while c < tree_conf[i] (i < n_tree_conf), tree_topk[n_tree_conf] children above the last bound.
      * Depth bound: the controller's draft length. SWIFT also takes tree_nodes = SD_TREE_AUTO (-1): the budget N
      * (1..SD_TREE_AUTO_MAX, and what the round's block has room for) is re-chosen every round as the N maximising
-     * (E[accepted | N] + 1) / T(N) — T from sv_latency (required), E from each tree node's observed acceptance. */
+     * (E[accepted | N] + 1) / T(N) — T from sv_latency (required), E from each tree node's observed acceptance.
+     * Lossless either way; but with it the sampled draws of a seed are not reproducible (the budget follows T, which
+     * live verification passes refresh with measured timings, and so the tree), as with SV. */
     int tree_nodes;
     int tree_topk[8];
     float tree_conf[7];
@@ -642,7 +644,8 @@ sd_status sd_spec_generate(sd_ctx *target, sd_sampler *smp, const sd_spec_params
  * step is one prefill chunk or one round (propose -> verify -> accept -> commit). Run a session alone with
  * sd_session_step, or many at once through a scheduler (sd_sched below), which merges their verification passes
  * into shared forward calls; the tokens are the same either way (greedy: plain greedy decoding; sampling: the same
- * draws for the same seed). */
+ * draws for the same seed, except with the choices that follow measured timings: SV, and SWIFT's automatic tree
+ * budget). */
 typedef struct sd_session sd_session;
 
 typedef struct sd_session_params {

@@ -590,6 +590,9 @@ sd_status sd_spec_check(const sd_model *target, const sd_model *draft, const sd_
 /* sd_spec_check against the target context's model and draft context, plus the context's limits (a round's
  * verification block — gamma + 1, SpecBound's width + 1, tree_nodes + 1 — must fit n_batch). */
 sd_status sd_spec_check_ctx(sd_ctx *target, const sd_spec_params *sp, sd_error *err);
+/* The most drafted tokens one round of sp can hold (its controller's longest draft, DEL's dmax, SpecBound's width,
+ * the tree budget, SWIFT's max_draft): what a latency table for its SV choices or tree budget has to reach. */
+int sd_spec_max_drafts(const sd_spec_params *sp);
 
 typedef struct sd_spec_stats {
     int n_prompt, n_gen;

@@ -378,6 +378,16 @@ expect_err "bench batch --plot unwritable" "cannot write" bench batch -m "$MEE" 
 SVS=$(mktemp)
 $CLI profile sv -m "$MEE" --spec swift --context-window 8 --companion-exit 3 --prompts "$SD" --limit 3 -n 24 -t 1 --out "$SVS" >"$out" 2>"$err"
 if [ $? -eq 0 ] && grep -q "information gain" "$out" && grep -q '"draft": "swift"' "$SVS"; then ok; else bad "profile sv swift: $(cat "$out" "$err")"; fi
+# the latency table reaches SWIFT's longest chain (max_draft 25), not only the length controllers' gamma_max (16): the
+# table the draft-model runs above cached is measured again; with several methods, the longest of those that read it
+$CLI generate -m "$MEE" --spec swift --context-window 8 --companion-exit 3 --verify sv --sv-profile "$SVS" --sv-latency "$SVL" \
+    -p "Once upon a time" -n 8 --temp 0 -t 1 >"$out" 2>"$err"
+[ $? -eq 0 ] && grep -q "latency table measured (n 0..25" "$err" && ok || bad "swift + sv: a table to 25 drafts: $(cat "$err")"
+SVL2=$(mktemp); rm -f "$SVL2"
+$CLI bench batch -m "$MEE" --methods draft:verify=sv,swift:window=8:tree_nodes=-1 --draft-model "$M260" --companion "$MPL" \
+    --sv-profile "$SVP" --sv-latency "$SVL2" --parallel 1 -n 16 -t 1 >"$out" 2>"$err"
+[ $? -eq 0 ] && grep -q "latency table measured (n 0..32" "$err" && ok || bad "bench batch: a table for every method: $(cat "$err")"
+rm -f "$SVL2"
 for comp in "--companion-exit 3" "--companion $MPL"; do
     $CLI generate -m "$MEE" --spec swift --context-window 8 $comp --verify sv --sv-profile "$SVS" --sv-latency "$SVL" \
         -p "Once upon a time" -n 40 --temp 0 -t 1 --compare >"$out" 2>"$err"

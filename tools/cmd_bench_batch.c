@@ -199,6 +199,7 @@ int cmd_bench_batch(int argc, char **argv) {
             return 1;
         }
     }
+    o.sv_lat_n = sv_latency_reach(ms, n_m); /* run_env_open may open the latency table (for o.spec): for all */
     if (!run_env_open(&o, max_p, &env)) goto done;
     if (!sv_env_for_methods(&env.sv, ms, n_m, o.sv_profile_path, o.companion_path, o.sv_latency_path, env.model, env.ctx))
         goto done;

@@ -170,6 +170,7 @@ void run_opts_help(FILE *f) {
 
 bool run_env_open(run_opts *o, int n_seq, run_env *env) {
     memset(env, 0, sizeof *env);
+    env->sv.lat_n = o->sv_lat_n;
     sd_error err = {0};
     if (!o->model_path) {
         fprintf(stderr, "error: no model given (-m FILE)\n");

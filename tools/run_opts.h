@@ -15,6 +15,7 @@ typedef struct run_opts {
     const char *model_path, *tok_path, *draft_path, *draft_type, *heads_path;
     const char *accept_paths[RUN_MAX_HEADS]; /* SpecDec++: --accept-head (repeatable: one per drafter) */
     int n_accept;
+    int sv_lat_n; /* commands with several methods: the latency table reaches n 0..sv_lat_n (sv_latency_reach) */
     int n_predict;
     bool ignore_eos, no_bos, seed_set, no_mmap, mlock;
     /* load --draft-model (and give it a context) whatever the default method is: the server's requests choose */

@@ -148,14 +148,19 @@ bool sv_profile_write_json(const char *path, const sd_sv_profile *p, const sd_sv
 
 static const int BATCHES[] = {1, 2, 4, 8, 16};
 
-static bool latency_open(sv_env *e, const sd_spec_params *sp, const char *path, sd_model *target, sd_ctx *tctx) {
+/* The drafted tokens the latency table must reach for sp: its longest round (SWIFT's automatic tree budget: 32),
+ * at most 32. */
+static int latency_n(const sd_spec_params *sp) {
+    const int n = sd_spec_max_drafts(sp);
+    return n > 32 ? 32 : n;
+}
+
+/* Loads (when it reaches n 0..n_max and the context's batch sizes) or measures the latency table into e->lat. */
+static bool latency_open(sv_env *e, int n_max, const char *path, sd_model *target, sd_ctx *tctx) {
     sd_error err = {0};
     const int threads = sd_ctx_n_threads(tctx);
     int nb = 0;
     while (nb < 5 && BATCHES[nb] <= sd_ctx_n_seq(tctx)) nb++;
-    int n_max = sp->gamma > sp->gamma_max ? sp->gamma : sp->gamma_max;
-    if (sp->tree_nodes < 0) n_max = SD_TREE_AUTO_MAX; /* SWIFT's automatic tree budget reads T(1..32) */
-    if (n_max > 32) n_max = 32;
     if (path) {
         sd_status st = sd_sv_latency_load(target, threads, path, &e->lat, &err);
         if (st == SD_OK && sd_sv_latency_n_max(e->lat) >= n_max && sd_sv_latency_max_batch(e->lat) >= BATCHES[nb - 1]) {
@@ -216,7 +221,7 @@ bool sv_env_open(sv_env *e, sd_spec_params *sp, const char *profile_path, const 
         if (sp->companion_exit) fprintf(stderr, ", its first %d layers\n", sp->companion_exit);
     }
     if ((sp->verify == SD_VERIFY_SV || sp->tree_nodes < 0 || latency_path || profile_path) && !e->lat &&
-        !latency_open(e, sp, latency_path, target, tctx))
+        !latency_open(e, latency_n(sp) > e->lat_n ? latency_n(sp) : e->lat_n, latency_path, target, tctx))
         return false;
     sp->sv_profile = e->profile;
     sp->companion_ctx = e->cctx;
@@ -224,13 +229,22 @@ bool sv_env_open(sv_env *e, sd_spec_params *sp, const char *profile_path, const 
     return true;
 }
 
+int sv_latency_reach(const sd_spec_params *ms, int n_m) {
+    int n = 0;
+    for (int m = 0; m < n_m; m++)
+        if ((ms[m].verify == SD_VERIFY_SV || ms[m].tree_nodes < 0) && latency_n(&ms[m]) > n) n = latency_n(&ms[m]);
+    return n;
+}
+
 bool sv_env_for_methods(sv_env *e, sd_spec_params *ms, int n_m, const char *profile_path, const char *companion_path,
                         const char *latency_path, sd_model *target, sd_ctx *tctx) {
     int need = -1;
     for (int m = 0; m < n_m && need < 0; m++)
         if (ms[m].verify == SD_VERIFY_SV || ms[m].companion_exit > 0 || ms[m].tree_nodes < 0) need = m;
+    if (sv_latency_reach(ms, n_m) > e->lat_n) e->lat_n = sv_latency_reach(ms, n_m);
     if (need >= 0 || profile_path || companion_path || latency_path) { /* what is open already stays */
         sd_spec_params t = need >= 0 ? ms[need] : ms[0];
+        if (e->lat_n > 0 && !e->lat && !latency_open(e, e->lat_n, latency_path, target, tctx)) return false;
         if (!sv_env_open(e, &t, profile_path, companion_path, latency_path, target, tctx)) return false;
     }
     for (int m = 0; m < n_m; m++) {

@@ -14,6 +14,8 @@ typedef struct sv_env {
     sd_ctx *cctx;           /* the companion's context */
     sd_sv_profile *profile; /* --sv-profile */
     sd_sv_latency *lat;
+    int lat_n;              /* the latency table reaches n = 0..lat_n at least, besides the longest round of the
+                               method it is opened for (commands with several methods: sv_latency_reach) */
 } sv_env;
 
 /* Reads a profile written by sv_profile_write_json; refuses one for another target (the library's check) and files
@@ -35,5 +37,9 @@ bool sv_env_open(sv_env *e, sd_spec_params *sp, const char *profile_path, const 
  * method (as sv_env_open); then gives every method e's companion, profile and latency table. */
 bool sv_env_for_methods(sv_env *e, sd_spec_params *ms, int n_m, const char *profile_path, const char *companion_path,
                         const char *latency_path, sd_model *target, sd_ctx *tctx);
+/* Commands with several methods: the longest round (at most 32 drafts) of those of ms[0..n_m) that read the latency
+ * table (verify=sv, SWIFT's tree_nodes=-1), 0 when none does; what sv_env.lat_n must be for the table to serve them
+ * all (sv_env_for_methods sets it; run_opts.sv_lat_n passes it to run_env_open, which may open the table first). */
+int sv_latency_reach(const sd_spec_params *ms, int n_m);
 void sv_env_free(sv_env *e);
 #endif

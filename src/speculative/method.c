@@ -22,6 +22,8 @@ int method_max_drafts(const sd_spec_params *sp) {
     return g;
 }
 
+int sd_spec_max_drafts(const sd_spec_params *sp) { return sp ? method_max_drafts(sp) : 0; }
+
 int method_ctx_room(const sd_spec_params *sp, int target_n_ctx) {
     return sp->method == SD_SPEC_DRAFT ? sd_ctx_n_ctx(sp->draft_ctx) : target_n_ctx;
 }

@@ -1,8 +1,7 @@
 /* specdec gen-model: seeded random-weight GGUF of a real shape, or a small trained model embedded in a wide one. */
 #include <stdio.h>
-#include <string.h>
 
-#include "cli_args.h"
+#include "cmd_opts.h"
 #include "cmds.h"
 #include "specdec.h"
 
@@ -44,35 +43,22 @@ int cmd_gen_model(int argc, char **argv) {
     sd_embed_params e = {0};
     p.seed = 1;
     const char *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a, *v;
-        int tk = cli_take(argc, argv, &i, &a, &v, "gen-model", NULL, usage);
-        if (tk >= 0) return tk;
-        if (!strcmp(a, "--shape")) p.shape = v;
-        else if (!strcmp(a, "--type")) p.type = v;
-        else if (!strcmp(a, "--vocab")) p.vocab_path = v;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--embed")) e.small_path = v;
-        else if (!strcmp(a, "--dim")) {
-            if (!cli_int(a, v, 1, 1 << 20, &e.dim)) return 2;
-        } else if (!strcmp(a, "--heads")) {
-            if (!cli_int(a, v, 1, 1 << 16, &e.n_head)) return 2;
-        } else if (!strcmp(a, "--kv-heads")) {
-            if (!cli_int(a, v, 1, 1 << 16, &e.n_head_kv)) return 2;
-        } else if (!strcmp(a, "--ffn")) {
-            if (!cli_int(a, v, 1, 1 << 22, &e.n_ff)) return 2;
-        } else if (!strcmp(a, "--ctx")) {
-            if (!cli_int(a, v, 1, 1 << 24, &e.n_ctx)) return 2;
-        }
-        else if (!strcmp(a, "--seed")) {
-            unsigned long long s;
-            if (!cli_u64(a, v, &s)) return 2;
-            p.seed = s;
-        } else {
-            fprintf(stderr, "error: unknown option '%s' (see specdec gen-model --help)\n", a);
-            return 2;
-        }
-    }
+    const cmd_opt opts[] = {
+        CMD_STR("--shape", NULL, &p.shape),
+        CMD_STR("--type", NULL, &p.type),
+        CMD_STR("--vocab", NULL, &p.vocab_path),
+        CMD_STR("-o", "--out", &out),
+        CMD_STR("--embed", NULL, &e.small_path),
+        CMD_INT("--dim", &e.dim, 1, 1 << 20),
+        CMD_INT("--heads", &e.n_head, 1, 1 << 16),
+        CMD_INT("--kv-heads", &e.n_head_kv, 1, 1 << 16),
+        CMD_INT("--ffn", &e.n_ff, 1, 1 << 22),
+        CMD_INT("--ctx", &e.n_ctx, 1, 1 << 24),
+        CMD_U64("--seed", &p.seed),
+        CMD_OPTS_END,
+    };
+    int rc_opts = cmd_opts_parse(argc, argv, 1, opts, "gen-model", usage);
+    if (rc_opts >= 0) return rc_opts;
     if (e.small_path) {
         if (p.shape || p.vocab_path) {
             fprintf(stderr, "error: --embed takes its shape and vocabulary from SMALL: drop --shape / --vocab\n");

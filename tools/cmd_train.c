@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_args.h"
+#include "cmd_opts.h"
 #include "cmds.h"
 #include "specdec.h"
 
@@ -26,11 +26,6 @@ static void usage(FILE *f) {
             "specdec train accept-head: SpecDec++'s acceptance head (see specdec train accept-head --help)\n");
 }
 
-static void progress(void *user, const char *line) {
-    (void)user;
-    fprintf(stderr, "%s\n", line);
-}
-
 int cmd_train(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "accept-head")) return cmd_train_accept(argc, argv);
     if (argc < 2 || strcmp(argv[1], "exit-heads")) {
@@ -44,32 +39,24 @@ int cmd_train(int argc, char **argv) {
     sd_train_params tp = sd_train_default_params();
     const char *model_path = NULL, *out = NULL;
     int depths[256], n_dep = 0;
-    for (int i = 2; i < argc; i++) {
-        const char *a, *v;
-        int tk = cli_take(argc, argv, &i, &a, &v, "train exit-heads", NULL, usage);
-        if (tk >= 0) return tk;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--corpus")) tp.corpus_path = v;
-        else if (!strcmp(a, "--out") || !strcmp(a, "-o")) out = v;
-        else if (!strcmp(a, "--tokens")) { if (!cli_int(a, v, 16, 1 << 24, &tp.n_train_tokens)) return 2; }
-        else if (!strcmp(a, "--heldout")) { if (!cli_int(a, v, 1, 1 << 24, &tp.n_heldout_tokens)) return 2; }
-        else if (!strcmp(a, "--epochs")) { if (!cli_int(a, v, 1, 1000, &tp.epochs)) return 2; }
-        else if (!strcmp(a, "--batch")) { if (!cli_int(a, v, 1, 1 << 16, &tp.batch)) return 2; }
-        else if (!strcmp(a, "--lr")) { if (!cli_float(a, v, 1e-9, 10, &tp.lr)) return 2; }
-        else if (!strcmp(a, "--wd")) { if (!cli_float(a, v, 0, 10, &tp.weight_decay)) return 2; }
-        else if (!strcmp(a, "--seq-len")) { if (!cli_int(a, v, 2, 1 << 20, &tp.seq_len)) return 2; }
-        else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 1, 512, &tp.n_threads)) return 2; }
-        else if (!strcmp(a, "--seed")) {
-            unsigned long long s;
-            if (!cli_u64(a, v, &s)) return 2;
-            tp.seed = s;
-        } else if (!strcmp(a, "--depths")) {
-            if (!cli_int_list(a, v, 1, 1 << 16, 256, depths, &n_dep)) return 2;
-        } else {
-            fprintf(stderr, "error: unknown option '%s' (see specdec train exit-heads --help)\n", a);
-            return 2;
-        }
-    }
+    const cmd_opt opts[] = {
+        CMD_STR("-m", "--model", &model_path),
+        CMD_STR("--corpus", NULL, &tp.corpus_path),
+        CMD_STR("--out", "-o", &out),
+        CMD_INT("--tokens", &tp.n_train_tokens, 16, 1 << 24),
+        CMD_INT("--heldout", &tp.n_heldout_tokens, 1, 1 << 24),
+        CMD_INT("--epochs", &tp.epochs, 1, 1000),
+        CMD_INT("--batch", &tp.batch, 1, 1 << 16),
+        CMD_FLOAT("--lr", &tp.lr, 1e-9, 10),
+        CMD_FLOAT("--wd", &tp.weight_decay, 0, 10),
+        CMD_INT("--seq-len", &tp.seq_len, 2, 1 << 20),
+        CMD_INT("-t", &tp.n_threads, 1, 512),
+        CMD_U64("--seed", &tp.seed),
+        CMD_INT_LIST("--depths", depths, 1, 1 << 16, 256, &n_dep),
+        CMD_OPTS_END,
+    };
+    int rc_opts = cmd_opts_parse(argc, argv, 2, opts, "train exit-heads", usage);
+    if (rc_opts >= 0) return rc_opts;
     if (!model_path || !tp.corpus_path || !out) {
         fprintf(stderr, "error: -m MODEL, --corpus FILE and --out FILE are required\n");
         return 2;
@@ -78,7 +65,7 @@ int cmd_train(int argc, char **argv) {
         tp.depths = depths;
         tp.n_depths = n_dep;
     }
-    tp.progress = progress;
+    tp.progress = cmd_progress_line;
     sd_error err;
     sd_model *m = NULL;
     if (sd_model_load(model_path, NULL, &m, &err) != SD_OK) {

@@ -2,9 +2,8 @@
  * own first E layers, or the target with a SWIFT skip set). */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "cli_args.h"
+#include "cmd_opts.h"
 #include "cmds.h"
 #include "specdec.h"
 
@@ -38,52 +37,39 @@ static void usage(FILE *f) {
             "  -t N                threads; --seed S (default 1; the result is the same for a seed)\n");
 }
 
-static void progress(void *user, const char *line) {
-    (void)user;
-    fprintf(stderr, "%s\n", line);
-}
-
 int cmd_train_accept(int argc, char **argv) {
     sd_accept_train_params tp = sd_accept_train_default_params();
     const char *model_path = NULL, *draft_path = NULL, *heads_path = NULL, *out = NULL, *skip_path = NULL;
     bool swift = false;
     float skip_ratio = -1;
-    static const char *const no_value[] = {"--shared", "--swift", NULL};
-    for (int i = 2; i < argc; i++) {
-        const char *a, *v;
-        int tk = cli_take(argc, argv, &i, &a, &v, "train accept-head", no_value, usage);
-        if (tk >= 0) return tk;
-        if (!strcmp(a, "--shared")) tp.shared = true;
-        else if (!strcmp(a, "--swift")) swift = true;
-        else if (!strcmp(a, "--skip-set")) skip_path = v;
-        else if (!strcmp(a, "--skip-ratio")) { if (!cli_float(a, v, 1e-6, 1, &skip_ratio)) return 2; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--draft-model")) draft_path = v;
-        else if (!strcmp(a, "--exit-heads")) heads_path = v;
-        else if (!strcmp(a, "--corpus")) tp.corpus_path = v;
-        else if (!strcmp(a, "--out") || !strcmp(a, "-o")) out = v;
-        else if (!strcmp(a, "--exit-layer")) { if (!cli_int(a, v, 1, 4096, &tp.exit_layer)) return 2; }
-        else if (!strcmp(a, "--tokens")) { if (!cli_int(a, v, 50, 1 << 24, &tp.n_tokens)) return 2; }
-        else if (!strcmp(a, "--layers")) { if (!cli_int(a, v, 0, 4, &tp.blocks)) return 2; }
-        else if (!strcmp(a, "--w-rej")) { if (!cli_float(a, v, 1e-6, 1e6, &tp.w_rej)) return 2; }
-        else if (!strcmp(a, "--mix")) { if (!cli_float(a, v, 0, 0.999, &tp.mix)) return 2; }
-        else if (!strcmp(a, "--prompt")) { if (!cli_int(a, v, 1, 1 << 16, &tp.prompt_len)) return 2; }
-        else if (!strcmp(a, "--response")) { if (!cli_int(a, v, 2, 1 << 16, &tp.response_len)) return 2; }
-        else if (!strcmp(a, "--temp")) { if (!cli_float(a, v, 0, 100, &tp.temp)) return 2; }
-        else if (!strcmp(a, "--epochs")) { if (!cli_int(a, v, 1, 1000, &tp.epochs)) return 2; }
-        else if (!strcmp(a, "--batch")) { if (!cli_int(a, v, 1, 1 << 16, &tp.batch)) return 2; }
-        else if (!strcmp(a, "--lr")) { if (!cli_float(a, v, 1e-9, 10, &tp.lr)) return 2; }
-        else if (!strcmp(a, "--wd")) { if (!cli_float(a, v, 0, 10, &tp.weight_decay)) return 2; }
-        else if (!strcmp(a, "-t")) { if (!cli_int(a, v, 1, 512, &tp.n_threads)) return 2; }
-        else if (!strcmp(a, "--seed")) {
-            unsigned long long s;
-            if (!cli_u64(a, v, &s)) return 2;
-            tp.seed = s;
-        } else {
-            fprintf(stderr, "error: unknown option '%s' (see specdec train accept-head --help)\n", a);
-            return 2;
-        }
-    }
+    const cmd_opt opts[] = {
+        CMD_FLAG("--shared", &tp.shared),
+        CMD_FLAG("--swift", &swift),
+        CMD_STR("--skip-set", NULL, &skip_path),
+        CMD_FLOAT("--skip-ratio", &skip_ratio, 1e-6, 1),
+        CMD_STR("-m", "--model", &model_path),
+        CMD_STR("--draft-model", NULL, &draft_path),
+        CMD_STR("--exit-heads", NULL, &heads_path),
+        CMD_STR("--corpus", NULL, &tp.corpus_path),
+        CMD_STR("--out", "-o", &out),
+        CMD_INT("--exit-layer", &tp.exit_layer, 1, 4096),
+        CMD_INT("--tokens", &tp.n_tokens, 50, 1 << 24),
+        CMD_INT("--layers", &tp.blocks, 0, 4),
+        CMD_FLOAT("--w-rej", &tp.w_rej, 1e-6, 1e6),
+        CMD_FLOAT("--mix", &tp.mix, 0, 0.999),
+        CMD_INT("--prompt", &tp.prompt_len, 1, 1 << 16),
+        CMD_INT("--response", &tp.response_len, 2, 1 << 16),
+        CMD_FLOAT("--temp", &tp.temp, 0, 100),
+        CMD_INT("--epochs", &tp.epochs, 1, 1000),
+        CMD_INT("--batch", &tp.batch, 1, 1 << 16),
+        CMD_FLOAT("--lr", &tp.lr, 1e-9, 10),
+        CMD_FLOAT("--wd", &tp.weight_decay, 0, 10),
+        CMD_INT("-t", &tp.n_threads, 1, 512),
+        CMD_U64("--seed", &tp.seed),
+        CMD_OPTS_END,
+    };
+    int rc_opts = cmd_opts_parse(argc, argv, 2, opts, "train accept-head", usage);
+    if (rc_opts >= 0) return rc_opts;
     if (!model_path || !tp.corpus_path || !out) {
         fprintf(stderr, "error: -m TARGET, --corpus FILE and --out FILE are required\n");
         return 2;
@@ -101,7 +87,7 @@ int cmd_train_accept(int argc, char **argv) {
         fprintf(stderr, "error: --exit-heads goes with --exit-layer\n");
         return 2;
     }
-    tp.progress = progress;
+    tp.progress = cmd_progress_line;
     sd_error err;
     sd_model *m = NULL, *dm = NULL;
     sd_exit_heads *heads = NULL;

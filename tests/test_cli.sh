@@ -262,6 +262,10 @@ expect_err "batch unknown option" "--bogus" batch -m "$MEE" --prompts "$SD" --bo
 $CLI bench batch -m "$MEE" --methods draft:gamma=3,ngram --draft-model "$M260" --parallel 1,3 -n 8 -t 1 >"$out" 2>"$err"
 if [ $? -eq 0 ] && grep -q "| draft:gamma=3 |" "$out" && grep -q "| P=3 |" "$out"; then ok; else bad "bench batch: $(cat "$out" "$err")"; fi
 expect_err "bench batch bad --parallel" "--parallel" bench batch -m "$MEE" --parallel 1,x
+# a measurement whose sequences all end in their first round has nothing to time: "n/a" and why, not "0.0 tok/s"
+$CLI bench batch -m "$MEE" --methods draft:gamma=3 --draft-model "$M260" --parallel 1 -n 4 -t 1 >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "| draft:gamma=3 | n/a |" "$out" && grep -q "raise -n" "$out" && ! grep -q " 0.0 (" "$out"; then ok
+else bad "bench batch untimed: $(cat "$out" "$err")"; fi
 expect_err "bench batch bad method" "exit" bench batch -m "$MEE" --methods early-exit:exit=100
 
 # SWIFT: chains and trees equal plain greedy; the skip set and its matchness are printed; --skip-set round-trips

@@ -158,7 +158,7 @@ static bool latency_open(sv_env *e, const sd_spec_params *sp, const char *path, 
     if (path) {
         sd_status st = sd_sv_latency_load(target, threads, path, &e->lat, &err);
         if (st == SD_OK && sd_sv_latency_n_max(e->lat) >= n_max) {
-            fprintf(stderr, "sv: latency table from %s\n", path);
+            fprintf(stderr, "latency table T(n, b) from %s\n", path);
             return true;
         }
         sd_sv_latency_free(e->lat);
@@ -172,7 +172,7 @@ static bool latency_open(sv_env *e, const sd_spec_params *sp, const char *path, 
         fprintf(stderr, "error: measuring the SV latency table: %s\n", err.msg);
         return false;
     }
-    fprintf(stderr, "sv: latency table measured (n 0..%d, batch sizes up to %d, %d threads)%s%s\n", n_max,
+    fprintf(stderr, "latency table T(n, b) measured (n 0..%d, batch sizes up to %d, %d threads)%s%s\n", n_max,
             BATCHES[nb - 1], threads, path ? ", written to " : "", path ? path : "");
     if (path && sd_sv_latency_save(e->lat, target, threads, path, &err) != SD_OK) {
         fprintf(stderr, "error: --sv-latency: %s\n", err.msg);
@@ -214,7 +214,7 @@ bool sv_env_open(sv_env *e, sd_spec_params *sp, const char *profile_path, const 
         fprintf(stderr, "sv: companion %s%s", companion_path ? companion_path : "the target", sp->companion_exit ? "" : "\n");
         if (sp->companion_exit) fprintf(stderr, ", its first %d layers\n", sp->companion_exit);
     }
-    if ((sp->verify == SD_VERIFY_SV || latency_path || profile_path) && !e->lat &&
+    if ((sp->verify == SD_VERIFY_SV || sp->method == SD_SPEC_AUTO || latency_path || profile_path) && !e->lat &&
         !latency_open(e, sp, latency_path, target, tctx))
         return false;
     sp->sv_profile = e->profile;
@@ -227,7 +227,7 @@ bool sv_env_for_methods(sv_env *e, sd_spec_params *ms, int n_m, const char *prof
                         const char *latency_path, sd_model *target, sd_ctx *tctx) {
     int need = -1;
     for (int m = 0; m < n_m && need < 0; m++)
-        if (ms[m].verify == SD_VERIFY_SV || ms[m].companion_exit > 0) need = m;
+        if (ms[m].verify == SD_VERIFY_SV || ms[m].companion_exit > 0 || ms[m].method == SD_SPEC_AUTO) need = m;
     if (need >= 0 || profile_path || companion_path || latency_path) { /* what is open already stays */
         sd_spec_params t = need >= 0 ? ms[need] : ms[0];
         if (!sv_env_open(e, &t, profile_path, companion_path, latency_path, target, tctx)) return false;

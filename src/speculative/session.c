@@ -116,7 +116,7 @@ static sd_status session_create(sd_ctx *target, sd_sampler *smp, bool own, const
     if (seq < 0 || seq >= sd_ctx_n_seq(target))
         return err_set(err, SD_ERR_ARG, "sequence %d: the target context has sequences 0..%d", seq,
                        sd_ctx_n_seq(target) - 1);
-    if (sp->method == SD_SPEC_DRAFT && seq >= sd_ctx_n_seq(sp->draft_ctx))
+    if (method_draft_ctx(sp) && seq >= sd_ctx_n_seq(sp->draft_ctx))
         return err_set(err, SD_ERR_ARG, "sequence %d: the draft model's context has sequences 0..%d", seq,
                        sd_ctx_n_seq(sp->draft_ctx) - 1);
     if (sp->companion_ctx && seq >= sd_ctx_n_seq(sp->companion_ctx))
@@ -511,6 +511,8 @@ static void commit_round(sd_session *s, const fwd_req *r) {
     /* roll back: the target keeps everything but the new pending token (the old pending token and the accepted
      * drafts; the rejected nodes' entries go) */
     sd_kv_truncate(s->target, s->seq, s->n - 1, NULL);
+    if (d && d->timed && !s->sched)
+        d->timed(d, (s->t_drafted - s->t_round0) + (s->t_verify0 - s->t_comp_end), tc - s->t_verify0);
     if (d && d->on_verified) d->on_verified(d, s->hist, s->n, acc);
     if (s->comp) {
         svc_on_verified(s->comp, s->n);

@@ -209,8 +209,10 @@ static void greedy_case(const model_case *mc, int n_predict) {
             CHECK(same, "%s%s%s variant %d prompt %d: output differs from plain greedy (%s)", mc->target,
                   dm ? " + " : "", dm ? mc->draft : "", v, t, s2 ? err.msg : "");
             CHECK(rc.ok, "%s variant %d prompt %d: a cache differs from the plain run's after a round", mc->target, v, t);
-            int used = 0;
-            for (int i = 0; i < st.n_auto_cands; i++) used += st.auto_cands[i].rounds > 0;
+            int used = 0, sum = 0;
+            for (int i = 0; i < st.n_auto_cands; i++) used += st.auto_cands[i].rounds > 0, sum += st.auto_cands[i].rounds;
+            CHECK(s2 || sum == st.n_rounds, "%s: the candidates ran %d rounds, the session %d", mc->target, sum,
+                  st.n_rounds);
             CHECK(st.n_auto_cands >= (dm ? 3 : 2), "%s: the pool has %d candidates", mc->target, st.n_auto_cands);
             if (v == 1) { /* probes: the families take turns */
                 CHECK(used >= (st.n_rounds >= st.n_auto_cands ? st.n_auto_cands - 1 : 1),

@@ -292,6 +292,26 @@ bool run_env_save_swift(const run_opts *o, const run_env *env) {
     return true;
 }
 
+void run_auto_add(sd_spec_stats *sum, const sd_spec_stats *st) {
+    sum->t_aux_s += st->t_aux_s;
+    sum->t_gen_s += st->t_gen_s;
+    for (int i = 0; i < st->n_auto_cands; i++) {
+        const sd_auto_cand_stats *c = &st->auto_cands[i];
+        int j = 0;
+        while (j < sum->n_auto_cands && strcmp(sum->auto_cands[j].name, c->name)) j++;
+        if (j == SD_AUTO_MAX_CANDS) continue;
+        if (j == sum->n_auto_cands) {
+            sum->auto_cands[j] = (sd_auto_cand_stats){0};
+            memcpy(sum->auto_cands[j].name, c->name, sizeof c->name);
+            sum->n_auto_cands++;
+        }
+        sd_auto_cand_stats *a = &sum->auto_cands[j];
+        a->rounds += c->rounds, a->best += c->best, a->held += c->held, a->probe += c->probe;
+        a->gamma_sum += c->gamma_sum, a->drafted += c->drafted, a->accepted += c->accepted;
+        a->accept_est = c->accept_est;
+    }
+}
+
 void run_print_auto(FILE *f, const sd_spec_stats *st) {
     if (st->n_auto_cands <= 0) return;
     fprintf(f, "auto: rounds per candidate (why: best / held by hysteresis / probe; mean gamma; acceptance; estimated "

@@ -58,6 +58,8 @@ void run_env_free(run_env *env);
 /* SWIFT: writes the optimiser state to --skip-set FILE (when given); false after printing why it could not. */
 bool run_env_save_swift(const run_opts *o, const run_env *env);
 /* auto: its candidates' rounds (and why they ran) and its estimators' time, to f (nothing for other methods). */
+/* Adds st's auto candidates (by name), estimator and decode times into sum (which starts zeroed). */
+void run_auto_add(sd_spec_stats *sum, const sd_spec_stats *st);
 void run_print_auto(FILE *f, const sd_spec_stats *st);
 /* SWIFT: "SWIFT: skip set a1 m3 ... (k of n sub-layers), matchness m; ..." to f (nothing without a state). */
 void run_env_print_swift(FILE *f, const run_env *env, const sd_spec_stats *st);

@@ -520,6 +520,10 @@ static void commit_round(sd_session *s, const fwd_req *r) {
             for (int i = 0; i < k && i <= acc; i++) s->sp.sv_record_cb(s->sv_s[i], s->sv_a[i], i < acc, s->sp.sv_record_user);
     }
     s->meth.c->on_verified(s->meth.c, k, acc);
+    if (s->state == SES_DONE && d) { /* the round that ended the session is in the method's statistics now */
+        s->stats.t_aux_s = d->t_aux - s->aux0;
+        method_stats(&s->meth, &s->stats);
+    }
     sd_spec_stats *st = &s->stats;
     st->n_gen = s->n_gen;
     st->n_rounds++;

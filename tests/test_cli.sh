@@ -336,7 +336,7 @@ if [ $? -eq 0 ] && grep -q "identical to plain greedy" "$err" && grep -q "sv: ve
     bad "generate --verify sv: $(cat "$err")"; fi
 $CLI generate -m "$MEE" --spec early-exit --exit-layer 2 --companion-exit 3 --verify sv --sv-profile "$SVP" \
     --sv-latency "$SVL" -p "Once upon a time" -n 40 --temp 0 -t 1 --compare >"$out" 2>"$err"
-grep -q "identical to plain greedy" "$err" && grep -q "latency table from" "$err" && ok || bad "early exit + companion exit: $(cat "$err")"
+grep -q "identical to plain greedy" "$err" && grep -q "latency table T(n, b) from" "$err" && ok || bad "early exit + companion exit: $(cat "$err")"
 $CLI batch -m "$MEE" --prompts "$SD" --limit 4 --parallel 2 --spec draft --draft-model "$M260" --companion "$MPL" \
     --verify sv --sv-profile "$SVP" -n 16 --temp 0 -t 1 >"$out" 2>"$err"
 [ $? -eq 0 ] && grep -q "fairness" "$err" && ok || bad "batch --verify sv: $(cat "$err")"
@@ -357,6 +357,29 @@ expect_err "profile sv --eval for another target" "another target" profile sv -m
 expect_err "profile sv without a companion" "companion" profile sv -m "$MEE" --draft-model "$M260" --prompts "$SD" --out "$SVL"
 expect_err "profile without sv" "sv" profile -m "$MEE"
 rm -f "$SVP" "$SVL"
+
+# auto: the method chosen every round (identical to plain greedy), its candidates' rounds on stderr; flags; errors
+AL=$(mktemp /tmp/specdec_auto_lat.XXXXXX)
+rm -f "$AL"
+$CLI generate -m "$MEE" --draft-model "$M260" -p "Once upon a time" -n 40 --temp 0 -t 2 --spec auto --compare --sv-latency "$AL" >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "identical to plain greedy" "$err" && grep -q "^  draft .* rounds (" "$err" && grep -q "early-exit:4" "$err" &&
+   grep -q "latency table T(n, b) measured" "$err"; then ok; else bad "auto with a draft model: $(cat "$err")"; fi
+$CLI generate -m "$MEE" -p "Once upon a time" -n 40 --temp 0 -t 2 --spec auto --spec-candidates ngram,early-exit --auto-exits 2,5 \
+    --auto-hysteresis 0 --auto-probe 2 --gamma-max 6 --compare --sv-latency "$AL" >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "identical to plain greedy" "$err" && grep -q "latency table T(n, b) from" "$err" &&
+   grep -q "early-exit:5" "$err" && ! grep -q "^  draft" "$err" && ! grep -q "^  none" "$err"; then ok; else bad "auto with candidates: $(cat "$err")"; fi
+rm -f "$AL"
+$CLI generate -m "$MEE" --draft-model "$M260" -p "Once upon a time" -n 30 -t 2 --seed 5 --spec auto >"$out" 2>"$err" && ok || bad "auto sampling: $(cat "$err")"
+$CLI generate --help | grep -q -- "--spec-candidates NAME,NAME" && ok || bad "generate --help lists --spec-candidates"
+$CLI bench spec --help | grep -q "candidates=NAME+NAME" && ok || bad "bench spec --help lists candidates="
+expect_err "auto's draft candidate without a draft model" "candidate 'draft' needs a draft model" generate -m "$MEE" -p hi --spec auto --spec-candidates draft,ngram
+expect_err "an unknown candidate" "bogus" generate -m "$MEE" -p hi --spec auto --spec-candidates ngram,bogus
+expect_err "an exit depth past the model" "exit depth 9" generate -m "$MEE" -p hi --spec auto --auto-exits 2,9
+expect_err "--spec-candidates with another method" "does not apply" bench spec -m "$MEE" --prompts "$SHARED/data/stories_dev.jsonl" --methods ngram:candidates=ngram
+$CLI bench spec -m "$MEE" --prompts "$SHARED/data/stories_dev.jsonl" --limit 2 -n 24 -t 2 --draft-model "$M260" --methods auto,auto:candidates=ngram+draft >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "identical to plain" "$err" && grep -q "| story | auto:candidates=ngram+draft | draft |" "$out"; then ok; else bad "bench spec auto: $(cat "$out" "$err")"; fi
+$CLI batch -m "$MEE" --draft-model "$M260" --prompts "$SHARED/data/stories_dev.jsonl" --limit 3 --parallel 2 -n 16 --temp 0 -t 2 --spec auto >"$out" 2>"$err"
+[ $? -eq 0 ] && grep -q "^auto: rounds per candidate" "$err" && ok || bad "batch auto: $(cat "$err")"
 
 # the example program (uses only the public header)
 $BUILD/example_simple "$SHARED/models/stories260K.gguf" "Once upon a time" 30 >"$out" 2>"$err"

@@ -142,6 +142,7 @@ static void resolve(auto_drafter *a, const int32_t *hist, int n) {
             if (r == 0) continue;
             s->open &= ~(1u << f);
             if (r > 0) ac_stats_observe(&a->af[f].st, L, kp, a->decay);
+            if (r > 0 && getenv("AUTO_DEBUG2")) fprintf(stderr, "obs p=%d %s L=%d kp=%d\n", s->p, a->fams[f].st.name, L, kp);
         }
     }
     while (a->s_n > 0 && !a->starts[a->s_head].open) a->s_head = (a->s_head + 1) % N_STARTS, a->s_n--;
@@ -198,6 +199,12 @@ static void choose(auto_drafter *a) {
         pk = ac_choose(a->af, a->n_fam, a->T, a->G, a->cur, a->hyst);
     }
     if (pk.fam < 0) pk = (ac_pick){fam_of(a, FAM_NONE), 0, 0, AC_BEST};
+    if (getenv("AUTO_DEBUG")) { /* DEBUG */
+        fprintf(stderr, "r%d T0=%.2gms T4=%.2gms |", a->round, a->T[0]*1e3, a->T[4]*1e3);
+        for (int i = 0; i < a->n_fam; i++) { int g; double r = ac_best_g(&a->af[i], a->T, a->G, &g);
+            fprintf(stderr, " %s:g%d r%.0f a1=%.2f c=%.2gms W=%.1f", a->fams[i].st.name, g, r, ac_stats_acc(&a->af[i].st, 1), a->af[i].c*1e3, a->af[i].st.W); }
+        fprintf(stderr, " -> %s g%d\n", a->fams[pk.fam].st.name, pk.g);
+    }
     a->cur = pk.fam;
     a->cur_g = pk.g;
     a->why = pk.why;

@@ -38,6 +38,15 @@ static void chooser(void) {
     ac_stats_observe(&s, 0, AC_GMAX, 0.5);
     ac_stats_observe(&s, AC_GMAX, AC_GMAX, 0.5);
     CHECK(fabs(ac_stats_acc(&s, 1) - 1 / 1.5) < 1e-12, "decayed P(L >= 1) = %g", ac_stats_acc(&s, 1));
+    /* capping the weight keeps the shape */
+    ac_stats_init(&s, 0, 0);
+    for (int i = 0; i < 6; i++) ac_stats_observe(&s, L[i], kp[i], 1.0);
+    const double before = ac_stats_acc(&s, 5);
+    ac_stats_cap(&s, 2);
+    CHECK(fabs(s.W - 2) < 1e-12 && fabs(ac_stats_acc(&s, 5) - before) < 1e-12, "cap: weight 2, same estimate");
+    ac_stats_observe(&s, 0, AC_GMAX, 1.0);
+    CHECK(fabs(ac_stats_acc(&s, 1) - 2 * (5.0 / 6) / 3) < 1e-12, "a capped prior weighs 2 observations (%g)",
+          ac_stats_acc(&s, 1));
     /* T(n) interpolation */
     const double T[5] = {1, 1.5, 2, 3, 4};
     CHECK(fabs(ac_verify_time(T, 4, 2.5) - 2.5) < 1e-12 && fabs(ac_verify_time(T, 4, 6) - 6) < 1e-12,
@@ -113,19 +122,6 @@ static sd_ctx *mkctx(sd_model *m, int n_ctx, int n_seq) {
     return c;
 }
 
-static int kv_dim(const sd_model *m, int *n_layer) {
-    sd_model_info i;
-    sd_model_get_info(m, &i);
-    *n_layer = i.n_layer;
-    return i.n_head_kv * (i.n_embd / i.n_head);
-}
-
-static void run_plain_cache(sd_ctx *c, const int32_t *seq, int n) {
-    sd_kv_truncate(c, 0, 0, NULL);
-    for (int i = 0; i < n; i += 32)
-        sd_forward(c, &(sd_block){.n = n - i < 32 ? n - i : 32, .token = seq + i}, &(sd_forward_args){0}, NULL);
-}
-
 typedef struct round_check {
     sd_ctx *target, *ref, *draft, *draft_ref;
     int kvd, kvd_draft, n_layer, n_layer_draft;
@@ -181,8 +177,8 @@ static void greedy_case(const model_case *mc, int n_predict) {
               "plain: %s", err.msg);
         memcpy(seq, prompt, (size_t)np * sizeof *seq);
         memcpy(seq + np, plain, (size_t)n_plain * sizeof *seq);
-        run_plain_cache(cref, seq, np + n_plain - 1);
-        if (cdref) run_plain_cache(cdref, seq, np + n_plain - 1);
+        tl_plain_cache(cref, seq, np + n_plain - 1);
+        if (cdref) tl_plain_cache(cdref, seq, np + n_plain - 1);
         for (int v = 0; v < 3; v++) { /* free choice; a new method every round; gamma up to 4 with exits 1..L-1 */
             sd_spec_params sp = sd_spec_default_params();
             sp.method = SD_SPEC_AUTO;
@@ -194,8 +190,8 @@ static void greedy_case(const model_case *mc, int n_predict) {
                 sp.auto_hysteresis = 0;
             }
             round_check rc = {ct, cref, cd, cdref, 0, 0, 0, 0, true, 0};
-            rc.kvd = kv_dim(tm, &rc.n_layer);
-            if (dm) rc.kvd_draft = kv_dim(dm, &rc.n_layer_draft);
+            rc.kvd = tl_kv_dim(tm, &rc.n_layer);
+            if (dm) rc.kvd_draft = tl_kv_dim(dm, &rc.n_layer_draft);
             sp.round_cb = on_round;
             sp.round_user = &rc;
             int n_got = 0;
@@ -322,24 +318,13 @@ static void first_token(const char *cands, int draws) {
     sd_sampler_probs(s0, logits, prompt, 1, pf);
     int N = (int)(draws * tl_scale());
     if (N < 1000) N = 1000;
-    int *counts = calloc(V, sizeof *counts), drafted_first = 0;
+    int *counts = calloc(V, sizeof *counts);
     sd_spec_params sp = sd_spec_default_params();
     sp.method = SD_SPEC_AUTO;
     sp.draft_ctx = cd;
     sd_error err = {0};
     CHECK(sd_spec_set(&sp, "candidates", cands, &err) == SD_OK, "candidates %s: %s", cands, err.msg);
-    for (int t = 0; t < N; t++) {
-        spp.seed = 5000 + (uint64_t)t;
-        sd_sampler *s;
-        sd_sampler_new(&spp, V, &s, NULL);
-        int32_t outs[3];
-        int n_out = 0;
-        sd_spec_stats st;
-        sd_spec_generate(ct, s, &sp, prompt, 1, 3, true, outs, &n_out, NULL, NULL, &st, NULL);
-        if (n_out >= 1) counts[outs[0]]++;
-        drafted_first += st.n_drafted > 0;
-        sd_sampler_free(s);
-    }
+    const int drafted_first = tl_first_tokens(ct, &sp, spp, prompt, 1, V, N, 5000, counts);
     double pd[512];
     for (int i = 0; i < V; i++) pd[i] = pf[i];
     int dof;

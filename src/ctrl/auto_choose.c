@@ -24,6 +24,13 @@ void ac_stats_observe(ac_stats *s, int L, int kp, double decay) {
     s->n_obs++;
 }
 
+void ac_stats_cap(ac_stats *s, double w) {
+    if (!(s->W > w)) return;
+    const double f = w / s->W;
+    s->W = w;
+    for (int j = 1; j <= AC_GMAX; j++) s->S[j] *= f, s->K[j] *= f;
+}
+
 static double sum_to(const double *x, double W, int g) {
     if (!(W > 0)) return 0;
     double a = 0;

@@ -31,7 +31,8 @@
 #include "speculative/spec.h"
 #include "util/err.h"
 
-enum { MAX_FAM = SD_AUTO_MAX_CANDS, RING = 512, N_STARTS = 64, INIT_STARTS = 32 };
+/* INIT_STARTS: prompt positions observed as round starts at the beginning, worth INIT_WEIGHT rounds in all */
+enum { MAX_FAM = SD_AUTO_MAX_CANDS, RING = 512, N_STARTS = 64, INIT_STARTS = 32, INIT_WEIGHT = 2 };
 
 typedef enum { FAM_NONE, FAM_NGRAM, FAM_DRAFT, FAM_EXIT } fam_kind;
 
@@ -225,6 +226,7 @@ static sd_status ad_begin(drafter *d, const int32_t *hist, int n, sd_error *err)
     /* the prompt's last positions as round starts: first statistics for the lookup and the draft model */
     for (int p = n - 1 - INIT_STARTS > 0 ? n - 1 - INIT_STARTS : 1; p < n - 1; p++) push_start(a, (int32_t *)hist, p);
     resolve(a, hist, n);
+    for (int f = 0; f < a->n_fam; f++) ac_stats_cap(&a->af[f].st, INIT_WEIGHT); /* the prompt is not the answer */
     choose(a);
     return SD_OK;
 }

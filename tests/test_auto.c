@@ -22,7 +22,7 @@ static void chooser(void) {
     ac_stats s;
     ac_stats_init(&s, 0, 0);
     const int L[6] = {0, 3, 1, 7, 2, 5}, kp[6] = {AC_GMAX, AC_GMAX, 2, AC_GMAX, AC_GMAX, 4};
-    for (int i = 0; i < 6; i++) ac_stats_observe(&s, L[i], kp[i], 1.0);
+    for (int i = 0; i < 6; i++) ac_stats_observe(&s, L[i], kp[i], 1.0, 1.0);
     for (int g = 1; g <= 8; g++) {
         double want = 0, wd = 0;
         for (int i = 0; i < 6; i++) {
@@ -35,18 +35,17 @@ static void chooser(void) {
     }
     /* decay: the old weight shrinks by the factor per observation */
     ac_stats_init(&s, 0, 0);
-    ac_stats_observe(&s, 0, AC_GMAX, 0.5);
-    ac_stats_observe(&s, AC_GMAX, AC_GMAX, 0.5);
+    ac_stats_observe(&s, 0, AC_GMAX, 0.5, 1.0);
+    ac_stats_observe(&s, AC_GMAX, AC_GMAX, 0.5, 1.0);
     CHECK(fabs(ac_stats_acc(&s, 1) - 1 / 1.5) < 1e-12, "decayed P(L >= 1) = %g", ac_stats_acc(&s, 1));
-    /* capping the weight keeps the shape */
+    /* weighted observations: 32 of weight 1/16 count as two rounds */
     ac_stats_init(&s, 0, 0);
-    for (int i = 0; i < 6; i++) ac_stats_observe(&s, L[i], kp[i], 1.0);
-    const double before = ac_stats_acc(&s, 5);
-    ac_stats_cap(&s, 2);
-    CHECK(fabs(s.W - 2) < 1e-12 && fabs(ac_stats_acc(&s, 5) - before) < 1e-12, "cap: weight 2, same estimate");
-    ac_stats_observe(&s, 0, AC_GMAX, 1.0);
-    CHECK(fabs(ac_stats_acc(&s, 1) - 2 * (5.0 / 6) / 3) < 1e-12, "a capped prior weighs 2 observations (%g)",
-          ac_stats_acc(&s, 1));
+    ac_stats_observe(&s, 0, AC_GMAX, 0.9, 1.0);
+    for (int i = 0; i < 32; i++) ac_stats_observe(&s, AC_GMAX, AC_GMAX, 0.9, 1.0 / 16);
+    const double w_old = pow(0.9, 2.0); /* the first observation after two rounds' decay */
+    CHECK(fabs(s.W - (w_old + (1 - w_old) / (1 - pow(0.9, 1.0 / 16)) / 16)) < 1e-9 &&
+              fabs(ac_stats_acc(&s, 1) - (s.W - w_old) / s.W) < 1e-9,
+          "weighted observations (W %g, P(L >= 1) %g)", s.W, ac_stats_acc(&s, 1));
     /* T(n) interpolation */
     const double T[5] = {1, 1.5, 2, 3, 4};
     CHECK(fabs(ac_verify_time(T, 4, 2.5) - 2.5) < 1e-12 && fabs(ac_verify_time(T, 4, 6) - 6) < 1e-12,

@@ -14,21 +14,15 @@ void ac_stats_init(ac_stats *s, double w, double a) {
     }
 }
 
-void ac_stats_observe(ac_stats *s, int L, int kp, double decay) {
+void ac_stats_observe(ac_stats *s, int L, int kp, double decay, double w) {
     const int run = L < kp ? L : kp;
-    s->W = decay * s->W + 1;
+    const double f = w == 1 ? decay : pow(decay, w);
+    s->W = f * s->W + w;
     for (int j = 1; j <= AC_GMAX; j++) {
-        s->S[j] = decay * s->S[j] + (run >= j);
-        s->K[j] = decay * s->K[j] + (kp >= j);
+        s->S[j] = f * s->S[j] + w * (run >= j);
+        s->K[j] = f * s->K[j] + w * (kp >= j);
     }
     s->n_obs++;
-}
-
-void ac_stats_cap(ac_stats *s, double w) {
-    if (!(s->W > w)) return;
-    const double f = w / s->W;
-    s->W = w;
-    for (int j = 1; j <= AC_GMAX; j++) s->S[j] *= f, s->K[j] *= f;
 }
 
 static double sum_to(const double *x, double W, int g) {

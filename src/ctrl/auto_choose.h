@@ -26,11 +26,9 @@ typedef struct ac_stats {
 
 /* A prior worth prior_w observations of per-token acceptance a (S[j] = w a^j, K[j] = w). */
 void ac_stats_init(ac_stats *s, double prior_w, double a);
-/* One observation (L accepted of a proposal of kp, kp >= AC_GMAX: unbounded); old weight times decay. */
-void ac_stats_observe(ac_stats *s, int L, int kp, double decay);
-/* Scales the statistics to a total weight of at most w (their shape kept): e.g. a prompt's observations, which
- * need not look like the generation, count as a few rounds. */
-void ac_stats_cap(ac_stats *s, double w);
+/* One observation (L accepted of a proposal of kp, kp >= AC_GMAX: unbounded) of weight w (1: a round; less: e.g.
+ * one of the prompt's positions, which need not look like the answer); the old weight times decay^w. */
+void ac_stats_observe(ac_stats *s, int L, int kp, double decay, double w);
 double ac_stats_acc(const ac_stats *s, int g);
 double ac_stats_drafted(const ac_stats *s, int g);
 

@@ -49,6 +49,7 @@ typedef struct fam {
 /* A round start p (the pending token's position) whose observations are not all in yet. */
 typedef struct start {
     int p;
+    double w;                /* the weight of its observations (a prompt position: INIT_WEIGHT / INIT_STARTS) */
     unsigned open;           /* bit per family still to observe */
     int32_t ng[AC_GMAX];     /* the n-gram lookup's continuation of hist[0 .. p] */
     int ng_k;
@@ -142,18 +143,18 @@ static void resolve(auto_drafter *a, const int32_t *hist, int n) {
             int L = 0, kp = 0, r = observe_run(a, &a->fams[f], s, hist, n, &L, &kp);
             if (r == 0) continue;
             s->open &= ~(1u << f);
-            if (r > 0) ac_stats_observe(&a->af[f].st, L, kp, a->decay);
-            if (r > 0 && getenv("AUTO_DEBUG2")) fprintf(stderr, "obs p=%d %s L=%d kp=%d\n", s->p, a->fams[f].st.name, L, kp);
+            if (r > 0) ac_stats_observe(&a->af[f].st, L, kp, a->decay, s->w);
         }
     }
     while (a->s_n > 0 && !a->starts[a->s_head].open) a->s_head = (a->s_head + 1) % N_STARTS, a->s_n--;
 }
 
 /* A round start at p (hist[0 .. p] known): the n-gram lookup's proposal now, the other families' later. */
-static void push_start(auto_drafter *a, int32_t *hist, int p) {
+static void push_start(auto_drafter *a, int32_t *hist, int p, double w) {
     if (a->s_n == N_STARTS) a->s_head = (a->s_head + 1) % N_STARTS, a->s_n--; /* the oldest is given up */
     start *s = &a->starts[(a->s_head + a->s_n++) % N_STARTS];
     s->p = p;
+    s->w = w;
     s->open = 0;
     s->ng_k = 0;
     for (int f = 0; f < a->n_fam; f++)
@@ -200,12 +201,6 @@ static void choose(auto_drafter *a) {
         pk = ac_choose(a->af, a->n_fam, a->T, a->G, a->cur, a->hyst);
     }
     if (pk.fam < 0) pk = (ac_pick){fam_of(a, FAM_NONE), 0, 0, AC_BEST};
-    if (getenv("AUTO_DEBUG")) { /* DEBUG */
-        fprintf(stderr, "r%d T0=%.2gms T4=%.2gms |", a->round, a->T[0]*1e3, a->T[4]*1e3);
-        for (int i = 0; i < a->n_fam; i++) { int g; double r = ac_best_g(&a->af[i], a->T, a->G, &g);
-            fprintf(stderr, " %s:g%d r%.0f a1=%.2f c=%.2gms W=%.1f", a->fams[i].st.name, g, r, ac_stats_acc(&a->af[i].st, 1), a->af[i].c*1e3, a->af[i].st.W); }
-        fprintf(stderr, " -> %s g%d\n", a->fams[pk.fam].st.name, pk.g);
-    }
     a->cur = pk.fam;
     a->cur_g = pk.g;
     a->why = pk.why;
@@ -224,9 +219,9 @@ static sd_status ad_begin(drafter *d, const int32_t *hist, int n, sd_error *err)
     for (int f = 0; f < a->n_fam; f++)
         if (a->fams[f].kind == FAM_EXIT) a->fams[f].frontier = n - 1; /* the prompt has no shadow tokens */
     /* the prompt's last positions as round starts: first statistics for the lookup and the draft model */
-    for (int p = n - 1 - INIT_STARTS > 0 ? n - 1 - INIT_STARTS : 1; p < n - 1; p++) push_start(a, (int32_t *)hist, p);
+    for (int p = n - 1 - INIT_STARTS > 0 ? n - 1 - INIT_STARTS : 1; p < n - 1; p++)
+        push_start(a, (int32_t *)hist, p, (double)INIT_WEIGHT / INIT_STARTS); /* the prompt is not the answer */
     resolve(a, hist, n);
-    for (int f = 0; f < a->n_fam; f++) ac_stats_cap(&a->af[f].st, INIT_WEIGHT); /* the prompt is not the answer */
     choose(a);
     return SD_OK;
 }
@@ -238,7 +233,7 @@ static int ad_start(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tr
     (void)c;
     a->n0 = n;
     a->k = 0;
-    push_start(a, hist, n - 1);
+    push_start(a, hist, n - 1, 1.0);
     const fam *f = &a->fams[a->cur];
     if (max > a->cur_g) max = a->cur_g;
     *k = 0;

@@ -200,7 +200,8 @@ static void choose(auto_drafter *a) {
     } else {
         pk = ac_choose(a->af, a->n_fam, a->T, a->G, a->cur, a->hyst);
     }
-    if (pk.fam < 0) pk = (ac_pick){fam_of(a, FAM_NONE), 0, 0, AC_BEST};
+    if (pk.fam < 0) /* every candidate is off (a failed catch-up): plain steps on whichever family is current */
+        pk = (ac_pick){fam_of(a, FAM_NONE) >= 0 ? fam_of(a, FAM_NONE) : a->cur >= 0 ? a->cur : 0, 0, 0, AC_BEST};
     a->cur = pk.fam;
     a->cur_g = pk.g;
     a->why = pk.why;

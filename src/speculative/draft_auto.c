@@ -4,9 +4,10 @@
  * (auto_choose.c has the decision). Greedy output stays plain greedy and sampling the target distribution: each
  * round is an ordinary round of the chosen drafter, and the choice depends on the history only.
  *
- * Acceptance of every family, running or not, from what the rounds compute anyway; observed at the actual round
- * starts p (the pending token's position), as the number of drafts a chain from p would have had accepted:
- *  - n-gram: its lookup at each round start (cheap), compared with the tokens emitted after it;
+ * Acceptance of every family, running or not, from what the rounds compute anyway; observed at every position p of
+ * the history (not only where the running method's rounds started, which would favour the others: its rounds start
+ * after its own misses) as the number of drafts a chain from p would have had accepted:
+ *  - n-gram: its lookup at each position (cheap), compared with the tokens emitted after it;
  *  - draft model: its greedy prediction at every position (argmax of its logits where it read hist[q]) equals
  *    hist[q + 1] — for a greedy chain the accepted length from p is exactly the run of such matches from p. Its
  *    cache is kept in step with the history every round (a block forward over the tokens it has not seen, logits of
@@ -32,7 +33,7 @@
 #include "util/err.h"
 
 /* INIT_STARTS: prompt positions observed as round starts at the beginning, worth INIT_WEIGHT rounds in all */
-enum { MAX_FAM = SD_AUTO_MAX_CANDS, RING = 512, N_STARTS = 64, INIT_STARTS = 32, INIT_WEIGHT = 2 };
+enum { MAX_FAM = SD_AUTO_MAX_CANDS, RING = 512, N_STARTS = 128, INIT_STARTS = 32, INIT_WEIGHT = 2 };
 
 typedef enum { FAM_NONE, FAM_NGRAM, FAM_DRAFT, FAM_EXIT } fam_kind;
 
@@ -46,7 +47,7 @@ typedef struct fam {
     sd_auto_cand_stats st;
 } fam;
 
-/* A round start p (the pending token's position) whose observations are not all in yet. */
+/* A start p (a position of the history: a chain drafted from hist[0 .. p]) whose observations are not all in yet. */
 typedef struct start {
     int p;
     double w;                /* the weight of its observations (a prompt position: INIT_WEIGHT / INIT_STARTS) */
@@ -149,7 +150,7 @@ static void resolve(auto_drafter *a, const int32_t *hist, int n) {
     while (a->s_n > 0 && !a->starts[a->s_head].open) a->s_head = (a->s_head + 1) % N_STARTS, a->s_n--;
 }
 
-/* A round start at p (hist[0 .. p] known): the n-gram lookup's proposal now, the other families' later. */
+/* A start at p (hist[0 .. p] known): the n-gram lookup's proposal now, the other families' later. */
 static void push_start(auto_drafter *a, int32_t *hist, int p, double w) {
     if (a->s_n == N_STARTS) a->s_head = (a->s_head + 1) % N_STARTS, a->s_n--; /* the oldest is given up */
     start *s = &a->starts[(a->s_head + a->s_n++) % N_STARTS];
@@ -234,7 +235,6 @@ static int ad_start(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tr
     (void)c;
     a->n0 = n;
     a->k = 0;
-    push_start(a, hist, n - 1, 1.0);
     const fam *f = &a->fams[a->cur];
     if (max > a->cur_g) max = a->cur_g;
     *k = 0;
@@ -243,9 +243,8 @@ static int ad_start(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tr
     switch (f->kind) {
     case FAM_NONE: return 0;
     case FAM_NGRAM: {
-        const start *s = &a->starts[(a->s_head + a->s_n - 1) % N_STARTS]; /* the lookup push_start just made */
-        *k = s->ng_k < max ? s->ng_k : max;
-        memcpy(t->token, s->ng, (size_t)*k * sizeof *t->token);
+        int kk = a->ngram->draft(a->ngram, hist, n, max, a->keep, t, err);
+        *k = kk > 0 ? kk : 0;
         return 0;
     }
     case FAM_DRAFT: return a->model->draft_start(a->model, hist, n, max, a->keep, t, r, k, err);
@@ -368,6 +367,9 @@ static void ad_on_verified(drafter *d, const int32_t *hist, int n, int acc) {
         for (int q = df->frontier; q < a->n0 + a->k + 1; q++) /* rejected drafts' predictions */
             if (df->tag[q % RING] == q) df->tag[q % RING] = -1;
     }
+    /* every position the round emitted is a start: the estimates do not depend on where the running method's
+     * rounds happen to start (after its own misses, or after a bonus token) */
+    for (int q = a->n0 - 1; q < n - 1; q++) push_start(a, (int32_t *)hist, q, 1.0);
     resolve(a, hist, n);
     a->base.t_aux += now_s() - t0;
     a->round++;

@@ -447,6 +447,10 @@ typedef enum sd_spec_method {
     SD_SPEC_SWIFT,      /* SWIFT: draft with the target minus a set of skipped attention / MLP sub-layers, the set
                            optimised on the fly (random search + Gaussian-process proposals scored by matchness);
                            chains, or token trees of the draft chain plus top-k alternatives per position */
+    /* auto */
+    SD_SPEC_AUTO,       /* the method and its knobs (n-gram / draft model / early exit at depth E, each with its gamma,
+                           or plain decoding) chosen at every round boundary: the candidate with the most expected
+                           tokens per second from measured costs and acceptance estimated for every candidate */
 } sd_spec_method;
 
 typedef enum sd_ctrl_kind {
@@ -531,6 +535,16 @@ typedef struct sd_spec_params {
      * runs when this is set even with SD_VERIFY_ALL. Chains only (token trees are refused) */
     void (*sv_record_cb)(float s, float a, bool accepted, void *user);
     void *sv_record_user;
+    /* auto (SD_SPEC_AUTO): the candidates are (method, gamma) for gamma 1..gamma_max, early exit also per depth */
+    unsigned auto_candidates; /* bit (1u << m) per candidate sd_spec_method (none, draft, ngram, early-exit); 0: every
+                                 one available (draft when draft_ctx is set) */
+    int auto_exits[8];        /* candidate exit depths, the first auto_n_exits (0: L/4, 3L/8 and L/2) */
+    int auto_n_exits;
+    float auto_hysteresis;    /* another method takes over only when its expected tokens/s beat the current one's by
+                                 this fraction (0.05) */
+    float auto_decay;         /* weight of the old acceptance statistics per new observation (0.9) */
+    int auto_probe;           /* every N-th round runs the method run least recently, whatever the estimates (0:
+                                 never; 1: a different method every round) (0) */
 } sd_spec_params;
 
 sd_spec_params sd_spec_default_params(void);
@@ -546,6 +560,8 @@ typedef enum sd_spec_param_type {
     SD_PARAM_ENUM,       /* one of a fixed set of names (choices) */
     SD_PARAM_INT_LIST,   /* up to max_count integers, each in [min, max]; written "1+2+3" (the CLI also takes "1,2,3") */
     SD_PARAM_FLOAT_LIST, /* the same with numbers */
+    SD_PARAM_NAME_LIST,  /* a set of names from choices, stored as a bit mask (bit i = the i-th choice); written
+                            "a+b" (the CLI also takes "a,b"); the empty set is written as empty_word ("all") */
 } sd_spec_param_type;
 
 typedef struct sd_spec_param_info {
@@ -594,6 +610,17 @@ sd_status sd_spec_check_ctx(sd_ctx *target, const sd_spec_params *sp, sd_error *
  * the tree budget, SWIFT's max_draft): what a latency table for its SV choices or tree budget has to reach. */
 int sd_spec_max_drafts(const sd_spec_params *sp);
 
+/* auto: one candidate method's share of a generation. */
+enum { SD_AUTO_MAX_CANDS = 12 };
+typedef struct sd_auto_cand_stats {
+    char name[24];        /* "none", "ngram", "draft", "early-exit:E" */
+    int rounds;           /* rounds it ran */
+    int best, held, probe; /* why: the highest expected tokens/s / kept by hysteresis / a probe (auto_probe) */
+    int gamma_sum;        /* drafts it was asked for, over its rounds (mean gamma = gamma_sum / rounds) */
+    int drafted, accepted;
+    float accept_est;     /* its estimated per-token acceptance at the end (P(run >= 1)) */
+} sd_auto_cand_stats;
+
 typedef struct sd_spec_stats {
     int n_prompt, n_gen;
     int n_rounds;    /* target verification passes */
@@ -613,6 +640,10 @@ typedef struct sd_spec_stats {
     /* SV */
     int n_verified;                 /* drafted tokens sent to verification (n_drafted - n_verified dropped unverified) */
     double t_companion_s;           /* part of t_gen_s: the companion's forwards and the indicators */
+    /* auto: its candidates (t_aux_s holds its estimators' time: the draft model's catch-up forwards, shadow tokens,
+     * n-gram lookups) */
+    int n_auto_cands;
+    sd_auto_cand_stats auto_cands[SD_AUTO_MAX_CANDS];
 } sd_spec_stats;
 
 /* Speculative generation on sequence 0 of `target`: the same tokens as sd_generate with a greedy sampler, the same

@@ -298,7 +298,7 @@ if [ $? -eq 0 ] && grep -q "identical to plain greedy" "$err" && grep -q "matchn
 else bad "swift --tree-nodes -1: $(cat "$err")"; fi
 $CLI bench spec -m "$MPL_" --prompts "$SHARED/data/stories_dev.jsonl" --limit 1 -n 16 -t 1 --sv-latency "$sdir/lat.txt" \
     --methods swift:window=8:tree_nodes=-1 >"$out" 2>"$err"
-if [ $? -eq 0 ] && grep -q "swift:window=8:tree_nodes=-1" "$out" && grep -q "latency table from" "$err"; then ok; else bad "bench spec swift auto tree: $(cat "$out" "$err")"; fi
+if [ $? -eq 0 ] && grep -q "swift:window=8:tree_nodes=-1" "$out" && grep -q "latency table T(n, b) from" "$err"; then ok; else bad "bench spec swift auto tree: $(cat "$out" "$err")"; fi
 expect_err "auto tree budget for the draft model" "SWIFT's" generate -m "$MEE_" --draft-model "$M260" --spec draft --tree-nodes -1 -p hi -n 4
 rm -rf "$sdir"
 # SpecDec++: train accept-head (a small run; the same seed writes the same file), --ctrl specdecpp equal to plain
@@ -368,7 +368,7 @@ if [ $? -eq 0 ] && grep -q "identical to plain greedy" "$err" && grep -q "sv: ve
     bad "generate --verify sv: $(cat "$err")"; fi
 $CLI generate -m "$MEE" --spec early-exit --exit-layer 2 --companion-exit 3 --verify sv --sv-profile "$SVP" \
     --sv-latency "$SVL" -p "Once upon a time" -n 40 --temp 0 -t 1 --compare >"$out" 2>"$err"
-grep -q "identical to plain greedy" "$err" && grep -q "latency table from" "$err" && ok || bad "early exit + companion exit: $(cat "$err")"
+grep -q "identical to plain greedy" "$err" && grep -q "latency table T(n, b) from" "$err" && ok || bad "early exit + companion exit: $(cat "$err")"
 $CLI batch -m "$MEE" --prompts "$SD" --limit 4 --parallel 2 --spec draft --draft-model "$M260" --companion "$MPL" \
     --verify sv --sv-profile "$SVP" -n 16 --temp 0 -t 1 >"$out" 2>"$err"
 [ $? -eq 0 ] && grep -q "fairness" "$err" && ok || bad "batch --verify sv: $(cat "$err")"
@@ -386,11 +386,11 @@ if [ $? -eq 0 ] && grep -q "information gain" "$out" && grep -q '"draft": "swift
 # table the draft-model runs above cached is measured again; with several methods, the longest of those that read it
 $CLI generate -m "$MEE" --spec swift --context-window 8 --companion-exit 3 --verify sv --sv-profile "$SVS" --sv-latency "$SVL" \
     -p "Once upon a time" -n 8 --temp 0 -t 1 >"$out" 2>"$err"
-[ $? -eq 0 ] && grep -q "latency table measured (n 0..25" "$err" && ok || bad "swift + sv: a table to 25 drafts: $(cat "$err")"
+[ $? -eq 0 ] && grep -q "latency table T(n, b) measured (n 0..25" "$err" && ok || bad "swift + sv: a table to 25 drafts: $(cat "$err")"
 SVL2=$(mktemp); rm -f "$SVL2"
 $CLI bench batch -m "$MEE" --methods draft:verify=sv,swift:window=8:tree_nodes=-1 --draft-model "$M260" --companion "$MPL" \
     --sv-profile "$SVP" --sv-latency "$SVL2" --parallel 1 -n 16 -t 1 >"$out" 2>"$err"
-[ $? -eq 0 ] && grep -q "latency table measured (n 0..32" "$err" && ok || bad "bench batch: a table for every method: $(cat "$err")"
+[ $? -eq 0 ] && grep -q "latency table T(n, b) measured (n 0..32" "$err" && ok || bad "bench batch: a table for every method: $(cat "$err")"
 rm -f "$SVL2"
 for comp in "--companion-exit 3" "--companion $MPL"; do
     $CLI generate -m "$MEE" --spec swift --context-window 8 $comp --verify sv --sv-profile "$SVS" --sv-latency "$SVL" \
@@ -415,6 +415,29 @@ expect_err "profile sv with a token tree" "token trees" profile sv -m "$MEE" --s
 [ ! -e "$SVL.tree" ] && ok || bad "profile sv with a token tree wrote a profile"
 expect_err "profile without sv" "sv" profile -m "$MEE"
 rm -f "$SVP" "$SVL"
+
+# auto: the method chosen every round (identical to plain greedy), its candidates' rounds on stderr; flags; errors
+AL=$(mktemp /tmp/specdec_auto_lat.XXXXXX)
+rm -f "$AL"
+$CLI generate -m "$MEE" --draft-model "$M260" -p "Once upon a time" -n 40 --temp 0 -t 2 --spec auto --compare --sv-latency "$AL" >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "identical to plain greedy" "$err" && grep -q "^  draft .* rounds (" "$err" && grep -q "early-exit:4" "$err" &&
+   grep -q "latency table T(n, b) measured" "$err"; then ok; else bad "auto with a draft model: $(cat "$err")"; fi
+$CLI generate -m "$MEE" -p "Once upon a time" -n 40 --temp 0 -t 2 --spec auto --spec-candidates ngram,early-exit --auto-exits 2,5 \
+    --auto-hysteresis 0 --auto-probe 2 --gamma-max 6 --compare --sv-latency "$AL" >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "identical to plain greedy" "$err" && grep -q "latency table T(n, b) from" "$err" &&
+   grep -q "early-exit:5" "$err" && ! grep -q "^  draft" "$err" && ! grep -q "^  none" "$err"; then ok; else bad "auto with candidates: $(cat "$err")"; fi
+rm -f "$AL"
+$CLI generate -m "$MEE" --draft-model "$M260" -p "Once upon a time" -n 30 -t 2 --seed 5 --spec auto >"$out" 2>"$err" && ok || bad "auto sampling: $(cat "$err")"
+$CLI generate --help | grep -q -- "--spec-candidates NAME,NAME" && ok || bad "generate --help lists --spec-candidates"
+$CLI bench spec --help | grep -q "candidates=NAME+NAME" && ok || bad "bench spec --help lists candidates="
+expect_err "auto's draft candidate without a draft model" "candidate 'draft' needs a draft model" generate -m "$MEE" -p hi --spec auto --spec-candidates draft,ngram
+expect_err "an unknown candidate" "bogus" generate -m "$MEE" -p hi --spec auto --spec-candidates ngram,bogus
+expect_err "an exit depth past the model" "exit depth 9" generate -m "$MEE" -p hi --spec auto --auto-exits 2,9
+expect_err "--spec-candidates with another method" "does not apply" bench spec -m "$MEE" --prompts "$SHARED/data/stories_dev.jsonl" --methods ngram:candidates=ngram
+$CLI bench spec -m "$MEE" --prompts "$SHARED/data/stories_dev.jsonl" --limit 2 -n 24 -t 2 --draft-model "$M260" --methods auto,auto:candidates=ngram+draft >"$out" 2>"$err"
+if [ $? -eq 0 ] && grep -q "identical to plain" "$err" && grep -q "| story | auto:candidates=ngram+draft | draft |" "$out"; then ok; else bad "bench spec auto: $(cat "$out" "$err")"; fi
+$CLI batch -m "$MEE" --draft-model "$M260" --prompts "$SHARED/data/stories_dev.jsonl" --limit 3 --parallel 2 -n 16 --temp 0 -t 2 --spec auto >"$out" 2>"$err"
+[ $? -eq 0 ] && grep -q "^auto: rounds per candidate" "$err" && ok || bad "batch auto: $(cat "$err")"
 
 # the example program (uses only the public header)
 $BUILD/example_simple "$SHARED/models/stories260K.gguf" "Once upon a time" 30 >"$out" 2>"$err"

@@ -79,7 +79,7 @@ def test_version_and_lookup():
     with open("include/specdec.h") as f:
         v = [ln.split('"')[1] for ln in f if ln.startswith("#define SPECDEC_VERSION ")][0]
     check(specdec.version() == v == specdec.__version__, "version %s vs header %s" % (specdec.version(), v))
-    check(specdec.methods() == ["none", "draft", "ngram", "early-exit", "del", "specbound", "swift"],
+    check(specdec.methods() == ["none", "draft", "ngram", "early-exit", "del", "specbound", "swift", "auto"],
           "methods: %s" % specdec.methods())
     check(os.path.realpath(specdec.library_path()) == os.path.realpath(os.environ["SPECDEC_LIB"]),
           "SPECDEC_LIB is what was loaded: %s" % specdec.library_path())
@@ -115,6 +115,13 @@ def test_generate(m, ee):
                     speculative={"method": "draft", "draft_model": m, "tree_nodes": 8, "tree_topk": [3, 2, 1],
                                  "tree_conf": [0.5, 0.9], "ctrl": "fs"})
     check(r.text == want_ee, "draft tree with a Model as draft: %r" % r.text)
+    # auto: the method chosen every round from a pool (here with the draft model), its candidates in the stats
+    r = ee.generate(PROMPT, max_tokens=60, temperature=0,
+                    speculative={"method": "auto", "draft_model": S260, "candidates": ["ngram", "draft", "early-exit"]})
+    names = [c["name"] for c in r.stats.auto_candidates]
+    check(r.text == want_ee, "auto text %r" % r.text)
+    check("draft" in names and "ngram" in names and sum(c["rounds"] for c in r.stats.auto_candidates) == r.stats.n_rounds,
+          "auto stats %r" % r.stats.as_dict())
     # seeded sampling: the same draws as the CLI
     want_s = cli(S260, "-n", "40", "--seed", "7", "--temp", "0.9")
     r = m.generate(PROMPT, max_tokens=40, temperature=0.9, seed=7)

@@ -29,6 +29,10 @@ static bool same_params(const sd_spec_params *a, const sd_spec_params *b) {
          a->swift_bayes_interval == b->swift_bayes_interval && a->swift_p_stop == b->swift_p_stop &&
          a->swift_max_draft == b->swift_max_draft && a->swift_stop_score == b->swift_stop_score &&
          a->swift_state == b->swift_state;
+    /* auto */
+    eq = eq && a->auto_candidates == b->auto_candidates && a->auto_n_exits == b->auto_n_exits &&
+         !memcmp(a->auto_exits, b->auto_exits, sizeof a->auto_exits) && a->auto_hysteresis == b->auto_hysteresis &&
+         a->auto_decay == b->auto_decay && a->auto_probe == b->auto_probe;
     return eq;
 }
 
@@ -48,6 +52,8 @@ static sd_spec_params perturbed(void) {
     p.swift_bayes_interval = 14, p.swift_p_stop = 0.375f, p.swift_max_draft = 15, p.swift_stop_score = 0.5f;
     p.stop_threshold = 0.875f; /* SpecDec++ */
     p.verify = SD_VERIFY_SV, p.companion_exit = 5; /* SV */
+    p.auto_candidates = 5, p.auto_n_exits = 2, p.auto_exits[0] = 3, p.auto_exits[1] = 1; /* auto */
+    p.auto_hysteresis = 0.5f, p.auto_decay = 0.25f, p.auto_probe = 9;
     return p;
 }
 
@@ -104,6 +110,13 @@ static void defaults_match(void) {
         else if (!strcmp(k, "stop_threshold")) want.stop_threshold = def.stop_threshold; /* SpecDec++ */
         else if (!strcmp(k, "verify")) want.verify = def.verify; /* SV */
         else if (!strcmp(k, "companion_exit")) want.companion_exit = def.companion_exit;
+        else if (!strcmp(k, "candidates")) want.auto_candidates = def.auto_candidates; /* auto */
+        else if (!strcmp(k, "exits")) {
+            memcpy(want.auto_exits, def.auto_exits, sizeof want.auto_exits);
+            want.auto_n_exits = def.auto_n_exits;
+        } else if (!strcmp(k, "hysteresis")) want.auto_hysteresis = def.auto_hysteresis;
+        else if (!strcmp(k, "decay")) want.auto_decay = def.auto_decay;
+        else if (!strcmp(k, "probe")) want.auto_probe = def.auto_probe;
         else CHECK(0, "registry key %s is not known to this test (add it)", k);
         CHECK(same_params(&sp, &want), "%s: default text '%s' does not give sd_spec_default_params()'s value",
               k, in->def);
@@ -120,7 +133,7 @@ static void defaults_match(void) {
 
 static void enum_names(void) {
     sd_error err;
-    for (int m = SD_SPEC_NONE; m <= SD_SPEC_SWIFT; m++) {
+    for (int m = SD_SPEC_NONE; m <= SD_SPEC_AUTO; m++) {
         sd_spec_method got = (sd_spec_method)-1;
         const char *name = sd_spec_method_name((sd_spec_method)m);
         CHECK(sd_spec_method_from_name(name, &got, &err) == SD_OK && got == (sd_spec_method)m, "method %d '%s'", m, name);

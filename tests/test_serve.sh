@@ -57,13 +57,14 @@ M1='{"method":"none"}';                 A1=""
 M2='{"method":"ngram","gamma":4}';      A2="--spec ngram --gamma 4"
 M3='{"method":"draft","gamma":3}';      A3="--spec draft --draft-model $DRAFT --gamma 3"
 M4='{"method":"early-exit","exit":4}';  A4="--spec early-exit --exit-layer 4"
+M5='{"method":"auto","candidates":["ngram","draft","early-exit"],"exits":[2,3]}'; A5="" # chosen per round: plain's text
 P1="Once upon a time"
 P2="Lily and Tom went to the park"
 P3="The little dog was sad because"
 P4="One day, a girl named Sue"
 
 # one at a time, JSON and streamed
-for m in 1 2 3; do
+for m in 1 2 3 5; do
     eval "spec=\$M$m args=\$A$m"
     exp=$(gen "$P1" 60 $args)
     code=$(post /v1/completions "$(body "$P1" 60 "$spec")" "$TMP/r.json")

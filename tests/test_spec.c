@@ -57,20 +57,6 @@ static bool on_round(const sd_spec_round *r, void *user) {
     return true;
 }
 
-static int kv_dim(const sd_model *m, int *n_layer) {
-    sd_model_info i;
-    sd_model_get_info(m, &i);
-    *n_layer = i.n_layer;
-    return i.n_head_kv * (i.n_embd / i.n_head);
-}
-
-/* Feeds seq[0..n) into a fresh cache. */
-static void run_plain_cache(sd_ctx *c, const int32_t *seq, int n) {
-    sd_kv_truncate(c, 0, 0, NULL);
-    for (int i = 0; i < n; i += 32)
-        sd_forward(c, &(sd_block){.n = n - i < 32 ? n - i : 32, .token = seq + i}, &(sd_forward_args){0}, NULL);
-}
-
 typedef struct pair_case {
     const char *name, *target, *target_conv, *draft, *draft_conv;
     sd_spec_method method;
@@ -117,8 +103,8 @@ static void greedy_equivalence(const pair_case *pc, int n_predict, bool check_ca
         memcpy(seq, prompt, (size_t)np * sizeof *seq);
         memcpy(seq + np, plain, (size_t)n_plain * sizeof *seq);
         if (check_caches) {
-            run_plain_cache(cref, seq, np + n_plain - 1);
-            if (cdref) run_plain_cache(cdref, seq, np + n_plain - 1);
+            tl_plain_cache(cref, seq, np + n_plain - 1);
+            if (cdref) tl_plain_cache(cdref, seq, np + n_plain - 1);
         }
         for (int gi = 0; gi < 4; gi++)
             for (int ci = 0; ci < 4; ci++) {
@@ -138,11 +124,11 @@ static void greedy_equivalence(const pair_case *pc, int n_predict, bool check_ca
                 bool cc = check_caches && (gi == 1 || gi == 3);
                 if (cc) {
                     rc.ref = cref;
-                    rc.kvd = kv_dim(tm, &rc.n_layer);
+                    rc.kvd = tl_kv_dim(tm, &rc.n_layer);
                     if (cd) {
                         rc.draft = cd;
                         rc.draft_ref = cdref;
-                        rc.kvd_draft = kv_dim(dm, &rc.n_layer_draft);
+                        rc.kvd_draft = tl_kv_dim(dm, &rc.n_layer_draft);
                     }
                 }
                 sp.round_cb = on_round;
@@ -304,22 +290,7 @@ static void engine_first_token(int tree_nodes) {
     sp.draft_ctx = cd;
     sp.gamma = 2;
     sp.tree_nodes = tree_nodes; /* a tree: up to 5 candidates for the first token (one-hot, by the draft's rank) */
-    int accepted_first = 0;
-    for (int t = 0; t < N; t++) {
-        spp.seed = 1000 + (uint64_t)t;
-        sd_sampler *s;
-        sd_sampler_new(&spp, V, &s, NULL);
-        int32_t out;
-        int n_out;
-        sd_spec_stats st;
-        int32_t outs[3];
-        /* 3 tokens so that the first round drafts (a round drafts no more than what is left to emit) */
-        sd_spec_generate(ct, s, &sp, prompt, np, 3, true, outs, &n_out, NULL, NULL, &st, NULL);
-        if (n_out >= 1) counts[outs[0]]++;
-        (void)out;
-        accepted_first += st.n_drafted > 0;
-        sd_sampler_free(s);
-    }
+    const int accepted_first = tl_first_tokens(ct, &sp, spp, prompt, np, V, N, 1000, counts);
     double pd[512];
     for (int i = 0; i < V; i++) pd[i] = pf[i];
     int dof;

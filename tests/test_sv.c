@@ -183,9 +183,25 @@ static void latency_table(const sd_model *tm, const sd_model *other) {
     CHECK(sd_sv_latency_load(tm, 2, path, &l2, &err) == SD_OK && fabs(sd_sv_latency_time(l2, 1, 1) - 3) < 1e-6,
           "load: %s", err.msg);
     sd_sv_latency_free(l2);
-    CHECK(sd_sv_latency_load(tm, 3, path, &l2, &err) == SD_ERR_ARG && strstr(err.msg, "another model or thread"),
+    CHECK(sd_sv_latency_load(tm, 3, path, &l2, &err) == SD_ERR_ARG && strstr(err.msg, "another model, weight type or thread"),
           "another thread count: %s", err.msg);
     CHECK(sd_sv_latency_load(other, 2, path, &l2, &err) == SD_ERR_ARG, "another model: %s", err.msg);
+    { /* the same model in another weight type (same hyper-parameters and norms) is another table */
+        sd_model_params mp = sd_model_default_params();
+        mp.convert_type = "q8_0";
+        sd_model *q8 = NULL;
+        if (sd_model_load(tl_shared("models/stories-ee.gguf"), &mp, &q8, &err) == SD_OK) {
+            CHECK(sd_sv_latency_load(q8, 2, path, &l2, &err) == SD_ERR_ARG && strstr(err.msg, "weight type"),
+                  "another weight type: %s", err.msg);
+            sd_model_free(q8);
+        } else {
+            CHECK(0, "load a q8_0 copy: %s", err.msg);
+        }
+    }
+    /* a version 1 file (no weight type) is refused as another model's, so that callers measure again */
+    const char *v1 = "specdec-sv-latency 1\nmodel 00000000 8 192 512 threads 2\nn_max 2\nbatch 1\nt 1 1 2 3\n";
+    tl_write_file(path, v1, strlen(v1));
+    CHECK(sd_sv_latency_load(tm, 2, path, &l2, &err) == SD_ERR_ARG, "version 1: %s", err.msg);
     tl_write_file(path, "{\"not\": 1}\n", 11);
     CHECK(sd_sv_latency_load(tm, 2, path, &l2, &err) == SD_ERR_FORMAT && strstr(err.msg, "not an SV latency"),
           "garbage: %s", err.msg);

@@ -441,24 +441,13 @@ static void first_token_distribution(int tree_nodes) {
     sd_sampler_probs(s0, logits, prompt, 1, pf);
     int N = (int)(5000 * tl_scale());
     if (N < 1000) N = 1000;
-    int *counts = calloc(V, sizeof *counts), drafted = 0;
+    int *counts = calloc(V, sizeof *counts);
     sd_spec_params sp = sd_spec_default_params();
     sp.method = SD_SPEC_SWIFT;
     sp.tree_nodes = tree_nodes;
     sp.swift_opt_steps = 0;
     sp.swift_skip_ratio = 0.6f; /* a poor draft: p != q */
-    for (int t = 0; t < N; t++) {
-        spp.seed = 5000 + (uint64_t)t;
-        sd_sampler *s;
-        sd_sampler_new(&spp, V, &s, NULL);
-        int32_t outs[3];
-        int n_out = 0;
-        sd_spec_stats st;
-        sd_spec_generate(ct, s, &sp, prompt, 1, 3, true, outs, &n_out, NULL, NULL, &st, NULL);
-        if (n_out >= 1) counts[outs[0]]++;
-        drafted += st.n_drafted > 0;
-        sd_sampler_free(s);
-    }
+    const int drafted = tl_first_tokens(ct, &sp, spp, prompt, 1, V, N, 5000, counts);
     double pd[512];
     for (int i = 0; i < V; i++) pd[i] = pf[i];
     int dof;

@@ -17,7 +17,7 @@ $CLI --help | grep -q "version" && ok || bad "--help lists version"
 # every method of the registry in generate --help (the --spec entry is generated from the registry's choices) ...
 help=$($CLI generate --help)
 choices=$(echo "$help" | grep -A1 -- "--spec NAME" | sed -n 's/.*(\([a-z|-]*\), default none.*/\1/p')
-[ "$choices" = "none|draft|ngram|early-exit|del|specbound|swift" ] && ok || bad "generate --help methods: '$choices'"
+[ "$choices" = "none|draft|ngram|early-exit|del|specbound|swift|auto" ] && ok || bad "generate --help methods: '$choices'"
 # ... and each one listed is a method generate accepts (a name that is not one is refused)
 M=$SHARED/models/stories260K.gguf
 for m in $(echo "$choices" | tr '|' ' '); do

@@ -166,3 +166,35 @@ bool tl_same_kv_rows(sd_ctx *a, sd_ctx *b, int n_layer, int kvd, int upto, bool 
     free(ka);
     return same;
 }
+
+int tl_kv_dim(const sd_model *m, int *n_layer) {
+    sd_model_info i;
+    sd_model_get_info(m, &i);
+    *n_layer = i.n_layer;
+    return i.n_head_kv * (i.n_embd / i.n_head);
+}
+
+void tl_plain_cache(sd_ctx *c, const int32_t *seq, int n) {
+    sd_kv_truncate(c, 0, 0, NULL);
+    for (int i = 0; i < n; i += 32)
+        sd_forward(c, &(sd_block){.n = n - i < 32 ? n - i : 32, .token = seq + i}, &(sd_forward_args){0}, NULL);
+}
+
+int tl_first_tokens(sd_ctx *ct, const sd_spec_params *sp, sd_sampler_params spp, const int32_t *prompt, int np,
+                    int V, int n, uint64_t seed0, int *counts) {
+    int drafted = 0;
+    for (int t = 0; t < n; t++) {
+        spp.seed = seed0 + (uint64_t)t;
+        sd_sampler *s = NULL;
+        if (sd_sampler_new(&spp, V, &s, NULL) != SD_OK) continue;
+        int32_t outs[3];
+        int n_out = 0;
+        sd_spec_stats st = {0};
+        /* 3 tokens so that the first round drafts (a round drafts no more than what is left to emit) */
+        sd_spec_generate(ct, s, sp, prompt, np, 3, true, outs, &n_out, NULL, NULL, &st, NULL);
+        if (n_out >= 1) counts[outs[0]]++;
+        drafted += st.n_drafted > 0;
+        sd_sampler_free(s);
+    }
+    return drafted;
+}

@@ -41,6 +41,14 @@ bool tl_chi2_ok(double c, int dof);
 /* Whether sequence 0 of a and b holds the same K/V bits at positions [0, upto) of every layer (kvd floats each of K
  * and V per row); with exact_len also that a's cache holds exactly upto positions in every layer. */
 bool tl_same_kv_rows(sd_ctx *a, sd_ctx *b, int n_layer, int kvd, int upto, bool exact_len);
+/* K/V floats per cached row of m (KV heads x head size); *n_layer gets its layer count. */
+int tl_kv_dim(const sd_model *m, int *n_layer);
+/* Feeds seq[0..n) into sequence 0 of c from an empty cache, in blocks of 32 (a plain run's cache). */
+void tl_plain_cache(sd_ctx *c, const int32_t *seq, int n);
+/* n seeded runs (sampler spp with seeds seed0, seed0 + 1, ...) of sd_spec_generate with sp, 3 tokens each after
+ * prompt[np]: counts[V] of the first emitted token; returns how many runs drafted something. */
+int tl_first_tokens(sd_ctx *ct, const sd_spec_params *sp, sd_sampler_params spp, const int32_t *prompt, int np,
+                    int V, int n, uint64_t seed0, int *counts);
 
 typedef struct tl_logits {
     int pos, n_vocab;

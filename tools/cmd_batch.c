@@ -198,6 +198,9 @@ int cmd_batch(int argc, char **argv) {
         fprintf(stderr, ", tau %.2f, alpha %.2f", rounds ? (double)gen / rounds : 0.0,
                 drafted ? (double)accepted / drafted : 0.0);
     fputc('\n', stderr);
+    sd_spec_stats autos = {0}; /* auto: the candidates over every question */
+    for (int i = 0; i < n_q; i++) run_auto_add(&autos, &res[i].st);
+    run_print_auto(stderr, &autos);
     if (o.spec.verify == SD_VERIFY_SV) { /* SV's fairness: verified drafted tokens per round of each sequence */
         long verified = 0;
         double comp = 0, *per = malloc((size_t)n_q * sizeof *per);

@@ -29,6 +29,7 @@ typedef struct method {
 typedef struct acc {
     double tokens, secs, rounds, drafted, accepted, turns, t_draft, t_verify, t_aux, layer_passes;
     double t_opt, opt_steps; /* SWIFT */
+    sd_spec_stats autos;     /* auto: its candidates' rounds, summed by name */
 } acc;
 
 static void usage(FILE *f) {
@@ -41,7 +42,8 @@ static void usage(FILE *f) {
             "  --prompts FILE         Spec-Bench JSONL (question_id, category, turns); turn 2 follows the model's\n"
             "                         answer to turn 1\n"
             "  --methods LIST         comma-separated; each NAME[:key=value...] with NAME plain | none | draft | ngram\n"
-            "                         | early-exit | del | specbound | swift (default: plain,ngram; plain is always run first\n"
+            "                         | early-exit | del | specbound | swift | auto (default: plain,ngram; plain is always\n"
+            "                         run first\n"
             "                         as the baseline). Every method is checked against the model(s) before any run.\n"
             "                         Keys of every method: label=TEXT (the name in the tables); of early-exit, del\n"
             "                         and specbound: heads=yes (use --exit-heads). Method keys (the registry's):\n"
@@ -374,6 +376,7 @@ int cmd_bench_spec(int argc, char **argv) {
                 double secs;
                 int rounds, drafted = 0, accepted = 0;
                 double t_draft = 0, t_verify, t_aux = 0, passes, t_opt = 0, opt_steps = 0;
+                sd_spec_stats ss = {0};
                 if (ms[m].plain) {
                     sd_gen_stats gs;
                     st = sd_generate(ctx, smp, ctx_toks, n_ctx_toks, np, ignore_eos, out, &n_out, NULL, NULL, &gs, &err);
@@ -382,7 +385,6 @@ int cmd_bench_spec(int argc, char **argv) {
                     rounds = n_out;
                     passes = (double)n_out * info.n_layer;
                 } else {
-                    sd_spec_stats ss;
                     st = sd_spec_generate(ctx, smp, &ms[m].sp, ctx_toks, n_ctx_toks, np, ignore_eos, out, &n_out, NULL,
                                           NULL, &ss, &err);
                     secs = ss.t_gen_s;
@@ -414,6 +416,8 @@ int cmd_bench_spec(int argc, char **argv) {
                     A[n_cats][m].t_opt += t_opt;
                     A[n_cats][m].opt_steps += opt_steps;
                     add(&A[qcat[q]][m], n_out, secs, rounds, drafted, accepted, t_draft, t_verify, t_aux, passes);
+                    run_auto_add(&A[qcat[q]][m].autos, &ss);
+                    run_auto_add(&A[n_cats][m].autos, &ss);
                     add(&A[n_cats][m], n_out, secs, rounds, drafted, accepted, t_draft, t_verify, t_aux, passes);
                 }
                 memcpy(ctx_toks + n_ctx_toks, out, (size_t)n_out * sizeof *out);
@@ -502,6 +506,26 @@ int cmd_bench_spec(int argc, char **argv) {
             fprintf(f, " |\n");
         }
     }
+    for (int o = 0; o < 2; o++) { /* auto: which candidate ran, per category */
+        FILE *f = outs[o];
+        bool any = false;
+        for (int m = 0; m < n_m; m++) any |= A[n_cats][m].autos.n_auto_cands > 0;
+        if (!f || !any) continue;
+        fprintf(f, "\nauto: rounds per candidate (why: the highest expected tokens/s, held by hysteresis, a probe), its mean "
+                   "gamma and acceptance\n\n| category | method | candidate | rounds | best / held / probe | gamma | alpha |\n"
+                   "|---|---|---|---|---|---|---|\n");
+        for (int c = 0; c <= n_cats; c++)
+            for (int m = 0; m < n_m; m++) {
+                const sd_spec_stats *au = &A[c][m].autos;
+                for (int i = 0; i < au->n_auto_cands; i++) {
+                    const sd_auto_cand_stats *x = &au->auto_cands[i];
+                    if (!x->rounds) continue;
+                    fprintf(f, "| %s | %s | %s | %d | %d / %d / %d | %.2f | %.3f |\n", c < n_cats ? cats[c] : "**overall**",
+                            ms[m].label, x->name, x->rounds, x->best, x->held, x->probe, (double)x->gamma_sum / x->rounds,
+                            x->drafted ? (double)x->accepted / x->drafted : 0.0);
+                }
+            }
+    }
     if (mdf && !out_close(mdf, md)) goto done;
     if (json) {
         FILE *f = out_open(json, "--json");
@@ -523,13 +547,25 @@ int cmd_bench_spec(int argc, char **argv) {
                     fprintf(f,
                             ", \"tokens\": %.0f, \"seconds\": %.6f, \"tok_s\": %.4f, "
                             "\"speedup\": %.4f, \"tau\": %.4f, \"alpha\": %.4f, \"discard_rate\": %.4f, \"verification_rate\": %.4f, "
-                            "\"draft_s\": %.6f, \"verify_s\": %.6f, \"aux_s\": %.6f, \"etpl\": %.5f}",
+                            "\"draft_s\": %.6f, \"verify_s\": %.6f, \"aux_s\": %.6f, \"etpl\": %.5f",
                             a->tokens, a->secs,
                             a->secs > 0 ? a->tokens / a->secs : 0, SP[c][m], a->rounds > 0 ? a->tokens / a->rounds : 0,
                             a->drafted > 0 ? a->accepted / a->drafted : 0,
                             a->tokens > 0 ? (a->drafted - a->accepted) / a->tokens : 0,
                             a->tokens > 0 ? a->rounds / a->tokens : 0, a->t_draft, a->t_verify, a->t_aux,
                             a->layer_passes > 0 ? a->tokens / a->layer_passes : 0);
+                    if (a->autos.n_auto_cands > 0) { /* auto: its candidates */
+                        fputs(", \"auto_candidates\": [", f);
+                        for (int i = 0; i < a->autos.n_auto_cands; i++) {
+                            const sd_auto_cand_stats *x = &a->autos.auto_cands[i];
+                            fprintf(f, "%s{\"name\": ", i ? ", " : "");
+                            out_json_str(f, x->name);
+                            fprintf(f, ", \"rounds\": %d, \"best\": %d, \"held\": %d, \"probe\": %d, \"drafted\": %d, "
+                                       "\"accepted\": %d}", x->rounds, x->best, x->held, x->probe, x->drafted, x->accepted);
+                        }
+                        fputs("]", f);
+                    }
+                    fputs("}", f);
                 }
             fprintf(f, "\n]}\n");
         }

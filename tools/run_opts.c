@@ -181,8 +181,9 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
         fprintf(stderr, "error: --spec draft needs --draft-model FILE\n");
         return false;
     }
-    if ((o->draft_path || o->draft_type) && o->spec.method != SD_SPEC_DRAFT && !o->draft_any_method) {
-        fprintf(stderr, "error: --draft-model/--draft-type need --spec draft\n");
+    const bool draft_method = o->spec.method == SD_SPEC_DRAFT || o->spec.method == SD_SPEC_AUTO;
+    if ((o->draft_path || o->draft_type) && !draft_method && !o->draft_any_method) {
+        fprintf(stderr, "error: --draft-model/--draft-type need --spec draft (or auto)\n");
         return false;
     }
     if (sd_spec_check(NULL, NULL, &o->spec, &err) != SD_OK) { /* what needs no model, before loading one */
@@ -201,7 +202,7 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
     sd_model_get_info(env->model, info);
     fprintf(stderr, "model: %s (%s, %s weights, %d layers, dim %d, vocab %d, %.1f MiB)\n", o->model_path, info->arch,
             info->weight_type, info->n_layer, info->n_embd, info->n_vocab, (double)info->weight_bytes / (1 << 20));
-    if (o->draft_path && (o->spec.method == SD_SPEC_DRAFT || o->draft_any_method)) {
+    if (o->draft_path && (draft_method || o->draft_any_method)) {
         sd_model_params dp = sd_model_default_params();
         dp.convert_type = o->draft_type;
         dp.no_mmap = o->no_mmap;
@@ -269,7 +270,7 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
         o->spec.draft_ctx = env->dctx;
     }
     if ((o->companion_path || o->sv_profile_path || o->sv_latency_path || o->spec.companion_exit > 0 ||
-         o->spec.verify == SD_VERIFY_SV || o->spec.tree_nodes < 0) &&
+         o->spec.verify == SD_VERIFY_SV || o->spec.tree_nodes < 0 || o->spec.method == SD_SPEC_AUTO) &&
         !sv_env_open(&env->sv, &o->spec, o->sv_profile_path, o->companion_path, o->sv_latency_path, env->model, env->ctx))
         return false;
     if (sd_spec_check_ctx(env->ctx, &o->spec, &err) != SD_OK) { /* the context's limits (n_batch) */
@@ -303,6 +304,43 @@ bool run_env_save_swift(const run_opts *o, const run_env *env) {
         return false;
     }
     return true;
+}
+
+void run_auto_add(sd_spec_stats *sum, const sd_spec_stats *st) {
+    sum->t_aux_s += st->t_aux_s;
+    sum->t_gen_s += st->t_gen_s;
+    for (int i = 0; i < st->n_auto_cands; i++) {
+        const sd_auto_cand_stats *c = &st->auto_cands[i];
+        int j = 0;
+        while (j < sum->n_auto_cands && strcmp(sum->auto_cands[j].name, c->name)) j++;
+        if (j == SD_AUTO_MAX_CANDS) continue;
+        if (j == sum->n_auto_cands) {
+            sum->auto_cands[j] = (sd_auto_cand_stats){0};
+            memcpy(sum->auto_cands[j].name, c->name, sizeof c->name);
+            sum->n_auto_cands++;
+        }
+        sd_auto_cand_stats *a = &sum->auto_cands[j];
+        a->rounds += c->rounds, a->best += c->best, a->held += c->held, a->probe += c->probe;
+        a->gamma_sum += c->gamma_sum, a->drafted += c->drafted, a->accepted += c->accepted;
+        a->accept_est = c->accept_est;
+    }
+}
+
+void run_print_auto(FILE *f, const sd_spec_stats *st) {
+    if (st->n_auto_cands <= 0) return;
+    fprintf(f, "auto: rounds per candidate (why: best / held by hysteresis / probe; mean gamma; acceptance; estimated "
+               "P(first draft accepted) at the end)\n");
+    for (int i = 0; i < st->n_auto_cands; i++) {
+        const sd_auto_cand_stats *c = &st->auto_cands[i];
+        fprintf(f, "  %-14s %5d rounds (%d / %d / %d)", c->name, c->rounds, c->best, c->held, c->probe);
+        if (c->rounds > 0 && c->drafted > 0)
+            fprintf(f, ", gamma %.2f, acceptance %.1f%% (%d/%d)", (double)c->gamma_sum / c->rounds,
+                    100.0 * c->accepted / c->drafted, c->accepted, c->drafted);
+        if (strcmp(c->name, "none")) fprintf(f, ", estimate %.2f", c->accept_est);
+        fputc('\n', f);
+    }
+    fprintf(f, "auto: estimators (catch-up forwards, shadow tokens, lookups) %.3f s (%.1f%% of decode)\n", st->t_aux_s,
+            st->t_gen_s > 0 ? 100.0 * st->t_aux_s / st->t_gen_s : 0.0);
 }
 
 void run_env_print_swift(FILE *f, const run_env *env, const sd_spec_stats *st) {

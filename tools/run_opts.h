@@ -64,6 +64,10 @@ void run_env_free(run_env *env);
 void run_env_pick_accept_head(const run_env *env, sd_spec_params *sp);
 /* SWIFT: writes the optimiser state to --skip-set FILE (when given); false after printing why it could not. */
 bool run_env_save_swift(const run_opts *o, const run_env *env);
+/* Adds st's auto candidates (by name), estimator and decode times into sum (which starts zeroed). */
+void run_auto_add(sd_spec_stats *sum, const sd_spec_stats *st);
+/* auto: its candidates' rounds (and why they ran) and its estimators' time, to f (nothing for other methods). */
+void run_print_auto(FILE *f, const sd_spec_stats *st);
 /* SWIFT: "SWIFT: skip set a1 m3 ... (k of n sub-layers), matchness m; ..." to f (nothing without a state), then
  * the matchness over time and, with a SWIFT acceptance head, how far its training set is from the set used. */
 void run_env_print_swift(FILE *f, const run_env *env, const sd_spec_stats *st);

@@ -12,6 +12,7 @@ static const char *placeholder(const sd_spec_param_info *in, bool as_keys) {
     case SD_PARAM_ENUM: return "NAME";
     case SD_PARAM_INT_LIST: return as_keys ? "N+N+..." : "N,N,...";
     case SD_PARAM_FLOAT_LIST: return as_keys ? "X+X+..." : "X,X,...";
+    case SD_PARAM_NAME_LIST: return as_keys ? "NAME+NAME+..." : "NAME,NAME,...";
     }
     return "?";
 }
@@ -30,7 +31,7 @@ void cli_spec_help(FILE *f, bool as_keys) {
         char name[96], range[96] = "", meth[96];
         snprintf(name, sizeof name, as_keys ? "%s=%s" : "%s %s", as_keys ? in->key : in->cli_flag,
                  placeholder(in, as_keys));
-        if (in->type != SD_PARAM_ENUM)
+        if (in->type != SD_PARAM_ENUM && in->type != SD_PARAM_NAME_LIST)
             snprintf(range, sizeof range, "%s%.10g, %.10g], ", in->min_open ? "(" : "[", in->min, in->max);
         else
             snprintf(range, sizeof range, "%s, ", in->choices);

@@ -177,6 +177,7 @@ int cmd_generate(int argc, char **argv) {
         run_env_print_swift(stderr, &env, &st);
         if (!run_env_save_swift(&o, &env)) goto done;
     }
+    run_print_auto(stderr, &st);
     if (spec.method == SD_SPEC_DEL)
         fprintf(stderr, "DEL: mean exit depth %.2f, mean draft bound %.2f; shadow tokens + statistics %.3f s (%.1f%% of decode)\n",
                 st.mean_exit, st.mean_gamma, st.t_aux_s, st.t_gen_s > 0 ? 100.0 * st.t_aux_s / st.t_gen_s : 0.0);

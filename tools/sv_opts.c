@@ -148,6 +148,11 @@ bool sv_profile_write_json(const char *path, const sd_sv_profile *p, const sd_sv
 
 static const int BATCHES[] = {1, 2, 4, 8, 16};
 
+/* The methods that read the latency table: SV's verification length, SWIFT's automatic tree budget, auto's costs. */
+static bool needs_latency(const sd_spec_params *sp) {
+    return sp->verify == SD_VERIFY_SV || sp->tree_nodes < 0 || sp->method == SD_SPEC_AUTO;
+}
+
 /* The drafted tokens the latency table must reach for sp: its longest round (SWIFT's automatic tree budget: 32),
  * at most 32. */
 static int latency_n(const sd_spec_params *sp) {
@@ -164,7 +169,7 @@ static bool latency_open(sv_env *e, int n_max, const char *path, sd_model *targe
     if (path) {
         sd_status st = sd_sv_latency_load(target, threads, path, &e->lat, &err);
         if (st == SD_OK && sd_sv_latency_n_max(e->lat) >= n_max && sd_sv_latency_max_batch(e->lat) >= BATCHES[nb - 1]) {
-            fprintf(stderr, "sv: latency table from %s\n", path);
+            fprintf(stderr, "latency table T(n, b) from %s\n", path);
             return true;
         }
         sd_sv_latency_free(e->lat);
@@ -178,7 +183,7 @@ static bool latency_open(sv_env *e, int n_max, const char *path, sd_model *targe
         fprintf(stderr, "error: measuring the SV latency table: %s\n", err.msg);
         return false;
     }
-    fprintf(stderr, "sv: latency table measured (n 0..%d, batch sizes up to %d, %d threads)%s%s\n", n_max,
+    fprintf(stderr, "latency table T(n, b) measured (n 0..%d, batch sizes up to %d, %d threads)%s%s\n", n_max,
             BATCHES[nb - 1], threads, path ? ", written to " : "", path ? path : "");
     if (path && sd_sv_latency_save(e->lat, target, threads, path, &err) != SD_OK) {
         fprintf(stderr, "error: --sv-latency: %s\n", err.msg);
@@ -220,7 +225,7 @@ bool sv_env_open(sv_env *e, sd_spec_params *sp, const char *profile_path, const 
         fprintf(stderr, "sv: companion %s%s", companion_path ? companion_path : "the target", sp->companion_exit ? "" : "\n");
         if (sp->companion_exit) fprintf(stderr, ", its first %d layers\n", sp->companion_exit);
     }
-    if ((sp->verify == SD_VERIFY_SV || sp->tree_nodes < 0 || latency_path || profile_path) && !e->lat &&
+    if ((needs_latency(sp) || latency_path || profile_path) && !e->lat &&
         !latency_open(e, latency_n(sp) > e->lat_n ? latency_n(sp) : e->lat_n, latency_path, target, tctx))
         return false;
     sp->sv_profile = e->profile;
@@ -232,7 +237,7 @@ bool sv_env_open(sv_env *e, sd_spec_params *sp, const char *profile_path, const 
 int sv_latency_reach(const sd_spec_params *ms, int n_m) {
     int n = 0;
     for (int m = 0; m < n_m; m++)
-        if ((ms[m].verify == SD_VERIFY_SV || ms[m].tree_nodes < 0) && latency_n(&ms[m]) > n) n = latency_n(&ms[m]);
+        if (needs_latency(&ms[m]) && latency_n(&ms[m]) > n) n = latency_n(&ms[m]);
     return n;
 }
 
@@ -240,7 +245,7 @@ bool sv_env_for_methods(sv_env *e, sd_spec_params *ms, int n_m, const char *prof
                         const char *latency_path, sd_model *target, sd_ctx *tctx) {
     int need = -1;
     for (int m = 0; m < n_m && need < 0; m++)
-        if (ms[m].verify == SD_VERIFY_SV || ms[m].companion_exit > 0 || ms[m].tree_nodes < 0) need = m;
+        if (needs_latency(&ms[m]) || ms[m].companion_exit > 0) need = m;
     if (sv_latency_reach(ms, n_m) > e->lat_n) e->lat_n = sv_latency_reach(ms, n_m);
     if (need >= 0 || profile_path || companion_path || latency_path) { /* what is open already stays */
         sd_spec_params t = need >= 0 ? ms[need] : ms[0];

@@ -77,9 +77,14 @@ class Stats:
                "t_gen_s", "t_draft_s", "t_verify_s", "t_aux_s", "layer_passes", "mean_exit", "mean_gamma",
                "n_verified", "t_companion_s")
 
+    _AUTO = ("rounds", "best", "held", "probe", "gamma_sum", "drafted", "accepted", "accept_est")
+
     def __init__(self, c):
         for f in self._FIELDS:
             setattr(self, f, getattr(c, f))
+        # --spec auto: per candidate, the rounds it ran and why (best / held by hysteresis / probe)
+        self.auto_candidates = [dict(name=a.name.decode(), **{k: getattr(a, k) for k in self._AUTO})
+                                for a in c.auto_cands[:c.n_auto_cands]]
 
     @property
     def acceptance(self):
@@ -96,7 +101,10 @@ class Stats:
         return self.n_gen / self.t_gen_s if self.t_gen_s > 0 else 0.0
 
     def as_dict(self):
-        return {f: getattr(self, f) for f in self._FIELDS}
+        d = {f: getattr(self, f) for f in self._FIELDS}
+        if self.auto_candidates:
+            d["auto_candidates"] = self.auto_candidates
+        return d
 
     def __repr__(self):
         return "Stats(%s)" % ", ".join("%s=%r" % (f, getattr(self, f)) for f in self._FIELDS[:5])

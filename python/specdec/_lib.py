@@ -62,13 +62,25 @@ class SpecParams(ctypes.Structure):
                 ("accept_head", c_void_p), ("stop_threshold", c_float),
                 # Speculative Verification (SV)
                 ("verify", c_int), ("companion_ctx", c_void_p), ("companion_exit", c_int), ("sv_profile", c_void_p),
-                ("sv_latency", c_void_p), ("sv_record_cb", c_void_p), ("sv_record_user", c_void_p)]
+                ("sv_latency", c_void_p), ("sv_record_cb", c_void_p), ("sv_record_user", c_void_p),
+                # auto
+                ("auto_candidates", ctypes.c_uint), ("auto_exits", c_int * 8), ("auto_n_exits", c_int),
+                ("auto_hysteresis", c_float), ("auto_decay", c_float), ("auto_probe", c_int)]
 
 
 class SessionParams(ctypes.Structure):
     _c_name_ = "sd_session_params"
     _fields_ = [("seq", c_int), ("sampling", SamplerParams), ("spec", SpecParams), ("n_predict", c_int),
                 ("ignore_eos", c_bool)]
+
+
+class AutoCandStats(ctypes.Structure):
+    _c_name_ = "sd_auto_cand_stats"
+    _fields_ = [("name", ctypes.c_char * 24), ("rounds", c_int), ("best", c_int), ("held", c_int), ("probe", c_int),
+                ("gamma_sum", c_int), ("drafted", c_int), ("accepted", c_int), ("accept_est", c_float)]
+
+
+SD_AUTO_MAX_CANDS = 12
 
 
 class SpecStats(ctypes.Structure):
@@ -80,7 +92,9 @@ class SpecStats(ctypes.Structure):
                 # SWIFT
                 ("t_opt_s", c_double), ("opt_steps", c_int), ("matchness", c_float),
                 # SV
-                ("n_verified", c_int), ("t_companion_s", c_double)]
+                ("n_verified", c_int), ("t_companion_s", c_double),
+                # auto
+                ("n_auto_cands", c_int), ("auto_cands", AutoCandStats * SD_AUTO_MAX_CANDS)]
 
 
 class Detok(ctypes.Structure):
@@ -88,7 +102,8 @@ class Detok(ctypes.Structure):
     _fields_ = [("pending", ctypes.c_char * 8), ("n_pending", c_int)]
 
 
-STRUCTS = [Error, ModelParams, ModelInfo, CtxParams, SamplerParams, SpecParams, SessionParams, SpecStats, Detok]
+STRUCTS = [Error, ModelParams, ModelInfo, CtxParams, SamplerParams, SpecParams, SessionParams, AutoCandStats, SpecStats,
+           Detok]
 
 P = ctypes.POINTER
 _E = P(Error)

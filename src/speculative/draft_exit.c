@@ -149,6 +149,8 @@ static void ex_on_verified(drafter *d, const int32_t *hist, int n, int n_acc) {
     if (ex->del && del_wants_shadows(ex->del)) del_shadows(ex, n_acc + 1);
 }
 
+void drafter_exit_set_depth(drafter *d, int E) { ((exit_drafter *)d)->E = E; }
+
 static void ex_free(drafter *d) {
     exit_drafter *ex = (exit_drafter *)d;
     sd_sampler_free(ex->smp);
@@ -202,7 +204,7 @@ drafter *drafter_exit_new(sd_ctx *target, int seq, int E, const sd_exit_heads *h
     } else {
         memset(ex->want, 1, (size_t)gmax + 1);
     }
-    ex->base = (drafter){del ? "del" : "early-exit", 0, ex_begin, ex_draft, ex_plan, ex_verified, ex_on_verified, ex_free, NULL, NULL, NULL};
+    ex->base = (drafter){del ? "del" : "early-exit", 0, ex_begin, ex_draft, ex_plan, ex_verified, ex_on_verified, ex_free, NULL, NULL, NULL, NULL};
     ex->ctx = target;
     ex->seq = seq;
     ex->E = E;

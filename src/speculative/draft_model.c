@@ -43,6 +43,10 @@ typedef struct model_drafter {
     int L, D;
     float *hl;       /* [L][1][D] states of the last chain forward (hidden_layers); the last layer's is the feature */
     bool have_hl;    /* hl holds the state of the position that gave md->logits */
+    /* an observer of the predictions (auto): every fed position's logits */
+    draft_pred_cb pred_cb;
+    void *pred_user;
+    float *flogits;  /* [n_batch][V] logits of every position of a feed chunk (when observed) */
 } model_drafter;
 
 /* The next chunk of hist[md->len .. to) for the draft cache (at most n_batch), with the logits of position to - 1
@@ -50,7 +54,11 @@ typedef struct model_drafter {
 static void feed_chunk(model_drafter *md, const int32_t *hist, int to, bool want_logits, fwd_req *r) {
     const int c = to - md->len < md->n_batch ? to - md->len : md->n_batch;
     *r = (fwd_req){.seq = md->seq, .n = c, .token = hist + md->len};
-    if (want_logits && md->len + c == to) { /* the last entry's logits only */
+    if (md->pred_cb) { /* observed: every entry's logits (the last one's copied to md->logits in fed) */
+        memset(md->twant, 1, (size_t)c);
+        r->want = md->twant;
+        r->logits = md->flogits;
+    } else if (want_logits && md->len + c == to) { /* the last entry's logits only */
         memset(md->twant, 0, (size_t)c - 1);
         md->twant[c - 1] = 1;
         r->want = md->twant;
@@ -58,21 +66,49 @@ static void feed_chunk(model_drafter *md, const int32_t *hist, int to, bool want
     }
 }
 
+/* A feed chunk r ran: the observer gets its predictions, md->logits the last entry's (observed feeds), len moves. */
+static void fed(model_drafter *md, const fwd_req *r) {
+    if (md->pred_cb && r->logits == md->flogits) {
+        for (int j = 0; j < r->n; j++) md->pred_cb(md->pred_user, md->len + j, md->flogits + (size_t)j * md->V, md->V);
+        memcpy(md->logits, md->flogits + (size_t)(r->n - 1) * md->V, (size_t)md->V * sizeof(float));
+    }
+    md->len += r->n;
+}
+
+/* Feeds hist[len .. to) into the draft cache, one chunk after the other. */
+static sd_status feed_to(model_drafter *md, const int32_t *hist, int to, sd_error *err) {
+    while (md->len < to) {
+        fwd_req r;
+        feed_chunk(md, hist, to, false, &r);
+        if (fwd_req_run(md->ctx, &r)) {
+            if (err) *err = r.err;
+            err_prefix(err, "draft model: ");
+            sd_kv_truncate(md->ctx, md->seq, md->len, NULL);
+            return r.status;
+        }
+        fed(md, &r);
+    }
+    return SD_OK;
+}
+
 static sd_status md_begin(drafter *d, const int32_t *hist, int n, sd_error *err) {
     model_drafter *md = (model_drafter *)d;
     sd_kv_truncate(md->ctx, md->seq, 0, NULL);
     md->len = 0;
-    while (md->len < n - 1) { /* the prompt but its newest token, which the first round feeds */
-        fwd_req r;
-        feed_chunk(md, hist, n - 1, false, &r);
-        if (fwd_req_run(md->ctx, &r)) {
-            if (err) *err = r.err;
-            err_prefix(err, "draft model: ");
-            return r.status;
-        }
-        md->len += r.n;
-    }
-    return SD_OK;
+    return feed_to(md, hist, n - 1, err); /* the prompt but its newest token, which the first round feeds */
+}
+
+sd_status drafter_model_sync(drafter *d, const int32_t *hist, int n, sd_error *err) {
+    return feed_to((model_drafter *)d, hist, n - 1, err);
+}
+
+int drafter_model_len(const drafter *d) { return ((const model_drafter *)d)->len; }
+
+void drafter_model_observe(drafter *d, draft_pred_cb cb, void *user) {
+    model_drafter *md = (model_drafter *)d;
+    if (cb && !md->flogits && !(md->flogits = malloc((size_t)md->n_batch * md->V * sizeof(float)))) return;
+    md->pred_cb = cb;
+    md->pred_user = user;
 }
 
 /* Writes the path root -> node (exclusive of the root) into hist[n ..]; returns its length. */
@@ -206,8 +242,11 @@ static int md_next(drafter *d, fwd_req *r, int *k, sd_error *err) {
         sd_kv_truncate(md->ctx, md->seq, md->len < md->n ? md->len : md->n, NULL);
         return -1;
     }
-    if (md->phase == MD_FEED) md->len += r->n;
-    else if (md->phase == MD_CHAIN) md->len = md->n + md->k;
+    if (md->phase == MD_FEED) fed(md, r);
+    else if (md->phase == MD_CHAIN) {
+        md->len = md->n + md->k;
+        if (md->pred_cb) md->pred_cb(md->pred_user, md->len - 1, md->logits, md->V);
+    }
     return md_step(md, r, k);
 }
 
@@ -242,6 +281,7 @@ static void md_free(drafter *d) {
     free(md->twant);
     free(md->depth);
     free(md->hl);
+    free(md->flogits);
     free(md);
 }
 
@@ -255,7 +295,7 @@ drafter *drafter_model_new(sd_ctx *dctx, int seq, const sd_sampler *smp, const s
         err_set(err, SD_ERR_NOMEM, "out of memory creating the draft model's drafter");
         return NULL;
     }
-    md->base = (drafter){"draft", 0, md_begin, md_draft, NULL, NULL, md_on_verified, md_free, dctx, md_start, md_next};
+    md->base = (drafter){"draft", 0, md_begin, md_draft, NULL, NULL, md_on_verified, md_free, dctx, md_start, md_next, NULL};
     md->ctx = dctx;
     md->seq = seq;
     md->greedy = sd_sampler_is_greedy(smp);

@@ -45,6 +45,9 @@ sd_spec_params sd_spec_default_params(void) {
     p.swift_stop_score = 0.95f;
     /* SpecDec++ */
     p.stop_threshold = 0.3f;
+    /* auto */
+    p.auto_hysteresis = 0.05f;
+    p.auto_decay = 0.9f;
     return p;
 }
 

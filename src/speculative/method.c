@@ -5,6 +5,7 @@
 
 #include "ctrl/del.h"
 #include "model/model.h"
+#include "speculative/registry.h"
 #include "util/err.h"
 
 /* The registry's checks (values, the models) and the context's limits: one set of rules for every caller. */
@@ -23,9 +24,14 @@ int method_max_drafts(const sd_spec_params *sp) {
 }
 
 int sd_spec_max_drafts(const sd_spec_params *sp) { return sp ? method_max_drafts(sp) : 0; }
+sd_ctx *method_draft_ctx(const sd_spec_params *sp) {
+    const bool uses = sp->method == SD_SPEC_DRAFT ||
+                      (sp->method == SD_SPEC_AUTO && (registry_auto_pool(NULL, NULL, sp) & SD_MASK(SD_SPEC_DRAFT)));
+    return uses ? sp->draft_ctx : NULL;
+}
 
 int method_ctx_room(const sd_spec_params *sp, int target_n_ctx) {
-    return sp->method == SD_SPEC_DRAFT ? sd_ctx_n_ctx(sp->draft_ctx) : target_n_ctx;
+    return method_draft_ctx(sp) ? sd_ctx_n_ctx(sp->draft_ctx) : target_n_ctx;
 }
 
 sd_status method_new(sd_ctx *target, int seq, sd_sampler *smp, const sd_spec_params *sp, int gmax, spec_method *m,
@@ -49,6 +55,11 @@ sd_status method_new(sd_ctx *target, int seq, sd_sampler *smp, const sd_spec_par
         break;
     case SD_SPEC_EARLY_EXIT:
         m->d = drafter_exit_new(target, seq, sp->exit_layer ? sp->exit_layer : L / 2, sp->exit_heads, smp, gmax, NULL, 0, err);
+        break;
+    case SD_SPEC_AUTO: /* the pool of candidates and its controller view (max_len = the chosen gamma) */
+        m->d = drafter_auto_new(target, seq, smp, sp, gmax, &m->c, err);
+        m->autod = m->d != NULL;
+        if (!m->d) return err && err->status ? err->status : SD_ERR_NOMEM;
         break;
     case SD_SPEC_SWIFT:
         /* chains stop on SWIFT's confidence rule — conf-stop at p_stop — or, with ctrl=specdecpp, on the acceptance
@@ -77,6 +88,7 @@ void method_stats(const spec_method *m, sd_spec_stats *s) {
         s->mean_gamma = m->del->gamma_sum / m->del->n_choices;
     }
     if (m->swift) drafter_swift_stats(m->d, s);
+    if (m->autod) drafter_auto_stats(m->d, s);
 }
 
 void method_free(spec_method *m) {

@@ -15,10 +15,10 @@
 
 #include "speculative/method.h"
 
-static const char *const METHOD_NAMES[] = {"none", "draft", "ngram", "early-exit", "del", "specbound", "swift"};
+static const char *const METHOD_NAMES[] = {"none", "draft", "ngram", "early-exit", "del", "specbound", "swift", "auto"};
 static const char *const CTRL_NAMES[] = {"fixed", "conf", "fs", "dv", /* SpecDec++ */ "specdecpp"};
 static const char *const VERIFY_NAMES[] = {"all", "sv"}; /* SV */
-enum { N_METHODS = 7, N_CTRLS = 5, MAX_LIST = 64 };
+enum { N_METHODS = 8, N_CTRLS = 5, MAX_LIST = 64 };
 
 enum { NO_COUNT = -1 };
 
@@ -35,8 +35,8 @@ typedef struct spec_param {
 #define MM(m) SD_MASK(SD_SPEC_##m)
 
 static const spec_param PARAMS[] = {
-    {{"method", "--spec", SD_PARAM_ENUM, 0, 0, false, 0, "none|draft|ngram|early-exit|del|specbound|swift", "none",
-      "speculative method", SD_MASK_ANY},
+    {{"method", "--spec", SD_PARAM_ENUM, 0, 0, false, 0, "none|draft|ngram|early-exit|del|specbound|swift|auto", "none",
+      "speculative method (auto: chosen every round)", SD_MASK_ANY},
      F(method), NO_COUNT, NULL},
     {{"ctrl", "--ctrl", SD_PARAM_ENUM, 0, 0, false, 0, "fixed|conf|fs|dv|specdecpp", "fixed",
       "draft length: fixed | conf (stop below p_min) | fs (+-1 per round) | dv (Draft&Verify threshold) | specdecpp "
@@ -46,8 +46,8 @@ static const spec_param PARAMS[] = {
     {{"gamma", "--gamma", SD_PARAM_INT, 1, 256, false, 0, NULL, "5", "drafts per round (fixed), initial length (fs)",
       SD_MASK_CHAIN},
      F(gamma), NO_COUNT, NULL},
-    {{"gamma_max", "--gamma-max", SD_PARAM_INT, 1, 256, false, 0, NULL, "16", "longest draft of conf / fs / dv",
-      SD_MASK_CHAIN},
+    {{"gamma_max", "--gamma-max", SD_PARAM_INT, 1, 256, false, 0, NULL, "16",
+      "longest draft of conf / fs / dv; auto: the longest gamma it considers", SD_MASK_CHAIN | MM(AUTO)},
      F(gamma_max), NO_COUNT, NULL},
     {{"p_min", "--p-min", SD_PARAM_FLOAT, 0, 1, false, 0, NULL, "0.75",
       "conf: stop drafting when the draft's top-1 probability is below this", SD_MASK_CHAIN},
@@ -61,9 +61,10 @@ static const spec_param PARAMS[] = {
     {{"dv_theta0", "--dv-theta0", SD_PARAM_FLOAT, 0, 1, false, 0, NULL, "0.5", "dv: initial threshold", SD_MASK_CHAIN},
      F(dv_theta0), NO_COUNT, NULL},
     {{"ngram_max", "--ngram-max", SD_PARAM_INT, 1, 64, false, 0, NULL, "3", "longest n-gram looked up",
-      MM(NGRAM)},
+      MM(NGRAM) | MM(AUTO)},
      F(ngram_max), NO_COUNT, NULL},
-    {{"ngram_min", "--ngram-min", SD_PARAM_INT, 1, 64, false, 0, NULL, "1", "shortest n-gram looked up", MM(NGRAM)},
+    {{"ngram_min", "--ngram-min", SD_PARAM_INT, 1, 64, false, 0, NULL, "1", "shortest n-gram looked up",
+      MM(NGRAM) | MM(AUTO)},
      F(ngram_min), NO_COUNT, NULL},
     {{"exit", "--exit-layer", SD_PARAM_INT, 0, 1024, false, 0, NULL, "0",
       "early exit: layers the draft runs, 1..L-1 (0: L/2)", MM(EARLY_EXIT)},
@@ -141,6 +142,23 @@ static const spec_param PARAMS[] = {
       "SV: the companion runs only its model's layers [0, E) through the head (0: all; with no --companion, the "
       "companion is the target's first E layers)", SD_MASK_SV},
      F(companion_exit), NO_COUNT, NULL},
+    /* auto */
+    {{"candidates", "--spec-candidates", SD_PARAM_NAME_LIST, 0, 0, false, 4, "none|draft|ngram|early-exit", "all",
+      "auto: the methods it chooses from (all: every one available; draft needs a draft model)", MM(AUTO)},
+     F(auto_candidates), NO_COUNT, "all"},
+    {{"exits", "--auto-exits", SD_PARAM_INT_LIST, 1, 1024, false, CAP(auto_exits), NULL, "auto",
+      "auto: the exit depths early exit is tried at (auto: L/4, 3L/8 and L/2)", MM(AUTO)},
+     F(auto_exits), (int)F(auto_n_exits), "auto"},
+    {{"hysteresis", "--auto-hysteresis", SD_PARAM_FLOAT, 0, 10, false, 0, NULL, "0.05",
+      "auto: another method takes over only when its expected tokens/s beat the current one's by this fraction",
+      MM(AUTO)},
+     F(auto_hysteresis), NO_COUNT, NULL},
+    {{"decay", "--auto-decay", SD_PARAM_FLOAT, 0, 1, true, 0, NULL, "0.9",
+      "auto: weight of the old acceptance statistics per new observation", MM(AUTO)},
+     F(auto_decay), NO_COUNT, NULL},
+    {{"probe", "--auto-probe", SD_PARAM_INT, 0, 1 << 20, false, 0, NULL, "0",
+      "auto: every N-th round runs the method run least recently, whatever the estimates (0: never)", MM(AUTO)},
+     F(auto_probe), NO_COUNT, NULL},
 };
 enum { N_PARAMS = (int)(sizeof PARAMS / sizeof PARAMS[0]) };
 
@@ -160,7 +178,7 @@ const char *sd_ctrl_name(sd_ctrl_kind c) { return (int)c >= 0 && (int)c < N_CTRL
 sd_status sd_spec_method_from_name(const char *name, sd_spec_method *out, sd_error *err) {
     int i = name_index(METHOD_NAMES, N_METHODS, name);
     if (i < 0)
-        return err_set(err, SD_ERR_ARG, "unknown speculative method '%s' (none, draft, ngram, early-exit, del, specbound or swift)",
+        return err_set(err, SD_ERR_ARG, "unknown speculative method '%s' (none, draft, ngram, early-exit, del, specbound, swift or auto)",
                        name ? name : "(null)");
     *out = (sd_spec_method)i;
     return SD_OK;
@@ -215,6 +233,9 @@ static void expect_text(const spec_param *p, char *buf, size_t cap) {
         snprintf(buf, cap, "1 to %d %s in %s separated by '+' or ','%s%s", in->max_count,
                  in->type == SD_PARAM_INT_LIST ? "integers" : "numbers", r, p->empty_word ? ", or " : "",
                  p->empty_word ? p->empty_word : "");
+        break;
+    case SD_PARAM_NAME_LIST:
+        snprintf(buf, cap, "names from %s separated by '+' or ',', or %s", in->choices, p->empty_word);
         break;
     }
 }
@@ -300,9 +321,42 @@ static sd_status set_list(sd_spec_params *sp, const spec_param *p, const char *n
     return SD_OK;
 }
 
+/* The index of the len bytes at s among the '|'-separated choices, or -1. */
+static int choice_index(const char *choices, const char *s, size_t len) {
+    int i = 0;
+    for (const char *c = choices; *c; i++) {
+        size_t cl = strcspn(c, "|");
+        if (cl == len && !strncmp(c, s, len)) return i;
+        c += cl + (c[cl] == '|');
+    }
+    return -1;
+}
+
+/* A set of names: each one's bit (its index among the choices); the empty word = the empty set (0). */
+static sd_status set_names(sd_spec_params *sp, const spec_param *p, const char *name, const char *v, sd_error *err) {
+    unsigned mask = 0;
+    if (strcmp(v, p->empty_word)) {
+        for (const char *q = v;;) {
+            size_t len = strcspn(q, "+,");
+            int i = choice_index(p->info.choices, q, len);
+            if (i < 0) {
+                char why[96];
+                snprintf(why, sizeof why, "'%.*s' is not one of them", (int)(len < 40 ? len : 40), q);
+                return bad_value(err, p, name, v, why);
+            }
+            mask |= 1u << i;
+            if (!q[len]) break;
+            q += len + 1;
+        }
+    }
+    *(unsigned *)((char *)sp + p->off) = mask;
+    return SD_OK;
+}
+
 static sd_status set_param(sd_spec_params *sp, const spec_param *p, const char *name, const char *v, sd_error *err) {
     const sd_spec_param_info *in = &p->info;
     if (in->type == SD_PARAM_ENUM) return set_enum(sp, p, name, v, err);
+    if (in->type == SD_PARAM_NAME_LIST) return set_names(sp, p, name, v, err);
     if (in->type == SD_PARAM_INT_LIST || in->type == SD_PARAM_FLOAT_LIST) return set_list(sp, p, name, v, err);
     double x;
     if (!parse_number(v, in->type == SD_PARAM_INT, &x)) return bad_value(err, p, name, v, "not a number");
@@ -400,6 +454,12 @@ static sd_status check_param(const sd_spec_params *sp, const spec_param *p, sd_e
         if (x >= 0 && x < n) return SD_OK;
         snprintf(v, sizeof v, "%d", x);
         return bad_value(err, p, in->key, v, NULL);
+    }
+    case SD_PARAM_NAME_LIST: {
+        unsigned x = *(const unsigned *)((const char *)sp + p->off);
+        if (x < (1u << in->max_count)) return SD_OK;
+        snprintf(v, sizeof v, "0x%x", x);
+        return bad_value(err, p, in->key, v, "unknown names in the set");
     }
     case SD_PARAM_INT: {
         int x = *int_cfield(sp, p->off);
@@ -534,6 +594,31 @@ static sd_status check_sv(const sd_model *target, const sd_spec_params *sp, sd_e
     return SD_OK;
 }
 
+unsigned registry_auto_pool(const sd_model *target, const sd_model *draft, const sd_spec_params *sp) {
+    if (sp->auto_candidates) return sp->auto_candidates;
+    if (!draft && sp->draft_ctx) draft = sd_ctx_model(sp->draft_ctx);
+    unsigned pool = SD_MASK(SD_SPEC_NONE) | SD_MASK(SD_SPEC_NGRAM);
+    if (draft) pool |= SD_MASK(SD_SPEC_DRAFT);
+    if (!target || target->hp.n_layer >= 2) pool |= SD_MASK(SD_SPEC_EARLY_EXIT);
+    return pool;
+}
+
+/* auto: every candidate it is told to use has what it needs (the depths inside the model, a draft model) */
+static sd_status check_auto(const sd_model *target, const sd_model *draft, const sd_spec_params *sp, sd_error *err) {
+    const int L = target->hp.n_layer;
+    const unsigned pool = registry_auto_pool(target, draft, sp);
+    if ((pool & SD_MASK(SD_SPEC_DRAFT)) && !draft)
+        return err_set(err, SD_ERR_ARG, "candidates: auto's candidate 'draft' needs a draft model (--draft-model FILE)");
+    if ((pool & SD_MASK(SD_SPEC_EARLY_EXIT)) && L < 2)
+        return err_set(err, SD_ERR_ARG, "candidates: auto's candidate 'early-exit' needs a model with at least 2 layers "
+                       "(this one has %d)", L);
+    for (int i = 0; i < sp->auto_n_exits; i++)
+        if (sp->auto_exits[i] >= L)
+            return err_set(err, SD_ERR_ARG, "exits: auto's exit depth %d is out of range 1..%d for this %d-layer model",
+                           sp->auto_exits[i], L - 1, L);
+    return draft && (pool & SD_MASK(SD_SPEC_DRAFT)) ? sd_vocab_compatible(target, draft, err) : SD_OK;
+}
+
 sd_status registry_check_models(const sd_model *target, const sd_model *draft, const sd_spec_params *sp,
                                 sd_error *err) {
     sd_status sv = check_sv(target, sp, err);
@@ -544,6 +629,7 @@ sd_status registry_check_models(const sd_model *target, const sd_model *draft, c
     if (!draft && sp->draft_ctx) draft = sd_ctx_model(sp->draft_ctx);
     sd_status st = check_accept_head(target, draft, sp, err);
     if (st) return st;
+    if (sp->method == SD_SPEC_AUTO) return check_auto(target, draft, sp, err);
     if (SD_MASK(sp->method) & SD_MASK_SELF) return check_layers(target, sp, err);
     if (sp->method == SD_SPEC_SWIFT) return check_swift(target, sp, err);
     if (sp->method != SD_SPEC_DRAFT) return SD_OK;
@@ -590,7 +676,7 @@ sd_status sd_spec_check_ctx(sd_ctx *target, const sd_spec_params *sp, sd_error *
         return err_set(err, SD_ERR_ARG, "tree_nodes=%d (automatic) needs the target's latency table "
                        "(sd_spec_params.sv_latency; the CLI measures it at start-up, or reads --sv-latency FILE)",
                        sp->tree_nodes);
-    if (sp->method == SD_SPEC_DRAFT && sd_ctx_n_batch(sp->draft_ctx) < 1)
+    if ((sp->method == SD_SPEC_DRAFT || sp->method == SD_SPEC_AUTO) && sp->draft_ctx && sd_ctx_n_batch(sp->draft_ctx) < 1)
         return err_set(err, SD_ERR_ARG, "draft context has no batch");
     /* SV */
     if (sp->verify == SD_VERIFY_SV && !sp->sv_profile)

@@ -116,7 +116,7 @@ static sd_status session_create(sd_ctx *target, sd_sampler *smp, bool own, const
     if (seq < 0 || seq >= sd_ctx_n_seq(target))
         return err_set(err, SD_ERR_ARG, "sequence %d: the target context has sequences 0..%d", seq,
                        sd_ctx_n_seq(target) - 1);
-    if (sp->method == SD_SPEC_DRAFT && seq >= sd_ctx_n_seq(sp->draft_ctx))
+    if (method_draft_ctx(sp) && seq >= sd_ctx_n_seq(sp->draft_ctx))
         return err_set(err, SD_ERR_ARG, "sequence %d: the draft model's context has sequences 0..%d", seq,
                        sd_ctx_n_seq(sp->draft_ctx) - 1);
     if (sp->companion_ctx && seq >= sd_ctx_n_seq(sp->companion_ctx))
@@ -515,6 +515,8 @@ static void commit_round(sd_session *s, const fwd_req *r) {
     /* roll back: the target keeps everything but the new pending token (the old pending token and the accepted
      * drafts; the rejected nodes' entries go) */
     sd_kv_truncate(s->target, s->seq, s->n - 1, NULL);
+    if (d && d->timed && !s->sched)
+        d->timed(d, (s->t_drafted - s->t_round0) + (s->t_verify0 - s->t_comp_end), tc - s->t_verify0);
     if (d && d->on_verified) d->on_verified(d, s->hist, s->n, acc);
     if (s->comp) {
         svc_on_verified(s->comp, s->n);
@@ -522,6 +524,10 @@ static void commit_round(sd_session *s, const fwd_req *r) {
             for (int i = 0; i < k && i <= acc; i++) s->sp.sv_record_cb(s->sv_s[i], s->sv_a[i], i < acc, s->sp.sv_record_user);
     }
     s->meth.c->on_verified(s->meth.c, k, acc);
+    if (s->state == SES_DONE && d) { /* the round that ended the session is in the method's statistics now */
+        s->stats.t_aux_s = d->t_aux - s->aux0;
+        method_stats(&s->meth, &s->stats);
+    }
     sd_spec_stats *st = &s->stats;
     st->n_gen = s->n_gen;
     st->n_rounds++;

@@ -13,6 +13,7 @@
  *                through every layer.
  *   verified     optional: the target's logits of the block ([k+1][V], root first) and the plan's hidden states.
  *   on_verified  optional: hist[0..n) is the new history (n_accepted drafts kept + the target's token)
+ *   timed        optional: the round's measured drafting and verification times (rounds run alone only)
  *   draft_start / draft_next   optional, for drafters with a context of their own (the draft model): the same
  *                drafting as draft, one forward at a time, so that a scheduler can merge many sessions' draft
  *                forwards into shared calls on that context. draft_start begins a round, draft_next takes the
@@ -67,12 +68,23 @@ struct drafter {
     int (*draft_start)(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tree *t, fwd_req *r, int *k,
                        sd_error *err);
     int (*draft_next)(drafter *d, fwd_req *r, int *k, sd_error *err);
+    /* optional, for drafters that adapt to costs (auto): the round's measured drafting and verification seconds,
+     * before on_verified, when the session ran the round alone (not merged with others in a scheduler) */
+    void (*timed)(drafter *d, double draft_s, double verify_s);
 };
 
 /* A separate draft model in its own context, on sequence seq there; smp: the target's sampler (its parameters are
  * used for q). sp: tree parameters (tree_nodes 0 = chains). */
 drafter *drafter_model_new(sd_ctx *draft_ctx, int seq, const sd_sampler *smp, const sd_spec_params *sp,
                            sd_error *err);
+/* The draft model's greedy predictions (auto's acceptance estimate): the logits[V] of the draft at position pos (the
+ * one that read hist[pos]) as the drafter computes them — every fed position and every chain step. */
+typedef void (*draft_pred_cb)(void *user, int pos, const float *logits, int V);
+void drafter_model_observe(drafter *d, draft_pred_cb cb, void *user);
+/* Feeds the history it has not seen (all but the pending token hist[n-1]) into the draft cache. */
+sd_status drafter_model_sync(drafter *d, const int32_t *hist, int n, sd_error *err);
+/* Tokens of the history in the draft cache. */
+int drafter_model_len(const drafter *d);
 /* Prompt lookup over the history. */
 drafter *drafter_ngram_new(int n_max, int n_min);
 /* SpecBound on sequence seq of the target's own context. */
@@ -83,6 +95,13 @@ struct del_state;
  * del (may be NULL) makes it DEL: the exit depth is del->E each round and the shadow-token statistics are fed. */
 drafter *drafter_exit_new(sd_ctx *target, int seq, int exit_layer, const sd_exit_heads *heads, const sd_sampler *smp,
                           int gmax, struct del_state *del, int del_init_tokens, sd_error *err);
+/* Early exit's depth for the next rounds (1..L-1). */
+void drafter_exit_set_depth(drafter *d, int exit_layer);
+/* auto (--spec auto): a pool of candidate drafters, the round's chosen one drafting (see draft_auto.c); ctrl: its
+ * controller view (max_len = the chosen gamma), borrowing the drafter (free it after the drafter or before). */
+drafter *drafter_auto_new(sd_ctx *target, int seq, const sd_sampler *smp, const sd_spec_params *sp, int gmax,
+                          ctrl **view, sd_error *err);
+void drafter_auto_stats(const drafter *d, sd_spec_stats *s);
 /* SWIFT: layer-skip self-speculation on sequence seq of the target's own context (sp: its parameters, its tree shape
  * and optionally a shared optimiser state); smp: the target's sampler. */
 drafter *drafter_swift_new(sd_ctx *target, int seq, const sd_sampler *smp, const sd_spec_params *sp, sd_error *err);

@@ -157,17 +157,20 @@ done:
     return st;
 }
 
-/* The file: "specdec-sv-latency 1", "model CHECK LAYERS EMBD VOCAB threads N", "n_max N", "batch B...", then one
- * line "t B T0 T1 ... Tn_max" per batch size. */
+/* The file: "specdec-sv-latency 2", "model CHECK LAYERS EMBD VOCAB type WEIGHT_TYPE threads N", "n_max N",
+ * "batch B...", then one line "t B T0 T1 ... Tn_max" per batch size. (Version 1 had no weight type: such a file is
+ * refused as being for another model, so that a caller measures again.) */
 sd_status sd_sv_latency_save(const sd_sv_latency *l, const sd_model *target, int n_threads, const char *path,
                              sd_error *err) {
     if (!l || !target || !path) return err_set(err, SD_ERR_ARG, "sd_sv_latency_save: NULL argument");
     sd_sv_target_id id;
     sd_sv_target_id_of(target, &id);
+    sd_model_info info;
+    sd_model_get_info(target, &info);
     FILE *f = fopen(path, "w");
     if (!f) return err_set(err, SD_ERR_IO, "%s: cannot write the SV latency table", path);
-    fprintf(f, "specdec-sv-latency 1\nmodel %08x %d %d %d threads %d\nn_max %d\nbatch", id.check, id.n_layer,
-            id.n_embd, id.n_vocab, n_threads, l->n_max);
+    fprintf(f, "specdec-sv-latency 2\nmodel %08x %d %d %d type %s threads %d\nn_max %d\nbatch", id.check, id.n_layer,
+            id.n_embd, id.n_vocab, info.weight_type, n_threads, l->n_max);
     for (int r = 0; r < l->n_b; r++) fprintf(f, " %d", l->b[r]);
     fprintf(f, "\n");
     for (int r = 0; r < l->n_b; r++) {
@@ -187,11 +190,17 @@ sd_status sd_sv_latency_load(const sd_model *target, int n_threads, const char *
     if (!f) return err_set(err, SD_ERR_IO, "%s: cannot open the SV latency table", path);
     sd_sv_target_id id, fid;
     sd_sv_target_id_of(target, &id);
+    sd_model_info info;
+    sd_model_get_info(target, &info);
     int ver = 0, thr = 0, n_max = -1, nb = 0, b[MAX_B];
+    char type[32] = "";
     double *t = NULL;
     sd_status st = SD_ERR_FORMAT;
-    if (fscanf(f, "specdec-sv-latency %d model %x %d %d %d threads %d n_max %d batch", &ver, &fid.check, &fid.n_layer,
-               &fid.n_embd, &fid.n_vocab, &thr, &n_max) != 7 || ver != 1 || n_max < 0 || n_max > MAX_N)
+    if (fscanf(f, "specdec-sv-latency %d model %x %d %d %d", &ver, &fid.check, &fid.n_layer, &fid.n_embd,
+               &fid.n_vocab) != 5 || (ver != 1 && ver != 2))
+        goto bad;
+    if ((ver == 2 && fscanf(f, " type %31s", type) != 1) || fscanf(f, " threads %d n_max %d batch", &thr, &n_max) != 2 ||
+        n_max < 0 || n_max > MAX_N)
         goto bad;
     while (nb < MAX_B && fscanf(f, " %d", &b[nb]) == 1) nb++;
     if (nb < 1 || !(t = malloc((size_t)nb * (n_max + 1) * sizeof *t))) goto bad;
@@ -202,10 +211,10 @@ sd_status sd_sv_latency_load(const sd_model *target, int n_threads, const char *
             if (fscanf(f, " %lf", &t[(size_t)r * (n_max + 1) + n]) != 1) goto bad;
     }
     fclose(f);
-    if (memcmp(&id, &fid, sizeof id) || thr != n_threads) {
+    if (memcmp(&id, &fid, sizeof id) || strcmp(type, info.weight_type) || thr != n_threads) {
         free(t);
-        return err_set(err, SD_ERR_ARG, "%s: the SV latency table is for another model or thread count (%d threads)",
-                       path, thr);
+        return err_set(err, SD_ERR_ARG, "%s: the SV latency table is for another model, weight type or thread count "
+                       "(%s weights, %d threads)", path, type[0] ? type : "unknown", thr);
     }
     st = sd_sv_latency_new(n_max, b, nb, t, out, err);
     free(t);

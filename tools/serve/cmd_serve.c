@@ -181,7 +181,7 @@ int cmd_serve(int argc, char **argv) {
     s.def.n_accept = env.n_accept;
     s.def.sampling = o.sp;
     s.def.spec = o.spec;
-    if (s.def.spec.method != SD_SPEC_DRAFT) s.def.spec.draft_ctx = NULL;
+    if (s.def.spec.method != SD_SPEC_DRAFT && s.def.spec.method != SD_SPEC_AUTO) s.def.spec.draft_ctx = NULL;
     s.def.n_predict = o.n_predict;
     s.def.tpl = tpl;
     s.def.no_bos = o.no_bos;

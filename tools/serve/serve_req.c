@@ -169,7 +169,7 @@ static bool read_spec(const cJSON *root, const sv_defaults *def, sv_request *r, 
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(sp, "method");
     if (!cJSON_IsString(m))
         return BAD(e, "speculative.method", "'speculative.method' must be a method name (none, draft, ngram, "
-                                            "early-exit, del, specbound, swift)");
+                                            "early-exit, del, specbound, swift, auto)");
     char text[1024];
     size_t n = (size_t)snprintf(text, sizeof text, "%s", m->valuestring);
     if (strchr(m->valuestring, ':')) return BAD(e, "speculative.method", "unknown method '%s'", m->valuestring);
@@ -189,14 +189,16 @@ static bool read_spec(const cJSON *root, const sv_defaults *def, sv_request *r, 
         } else if (cJSON_IsArray(kv)) {
             const cJSON *x;
             val[0] = 0;
-            cJSON_ArrayForEach(x, kv) {
-                if (!cJSON_IsNumber(x)) return BAD_TYPE(e, param, "an array of numbers");
+            cJSON_ArrayForEach(x, kv) { /* numbers, or names (auto's candidates) */
+                const bool name = cJSON_IsString(x) && !strpbrk(x->valuestring, ":=+,") && strlen(x->valuestring) < 24;
+                if (!cJSON_IsNumber(x) && !name) return BAD_TYPE(e, param, "an array of numbers or names");
                 if (vn + 32 >= sizeof val) return BAD(e, param, "'%s' has too many elements", param);
-                vn += (size_t)snprintf(val + vn, sizeof val - vn, "%s%.17g", vn ? "+" : "", x->valuedouble);
+                if (name) vn += (size_t)snprintf(val + vn, sizeof val - vn, "%s%s", vn ? "+" : "", x->valuestring);
+                else vn += (size_t)snprintf(val + vn, sizeof val - vn, "%s%.17g", vn ? "+" : "", x->valuedouble);
             }
             if (vn == 0) vn = (size_t)snprintf(val, sizeof val, "all");
         } else
-            return BAD_TYPE(e, param, "a number, a name or an array of numbers");
+            return BAD_TYPE(e, param, "a number, a name or an array of numbers or names");
         if (n + strlen(kv->string) + vn + 3 >= sizeof text) return BAD(e, "speculative", "'speculative' is too long");
         n += (size_t)snprintf(text + n, sizeof text - n, ":%s=%s", kv->string, val);
     }
@@ -205,7 +207,7 @@ static bool read_spec(const cJSON *root, const sv_defaults *def, sv_request *r, 
     if (sd_spec_parse(&p, text, &se) != SD_OK) return BAD(e, "speculative", "speculative: %s", se.msg);
     if (p.method == SD_SPEC_DRAFT && !def->dctx)
         return BAD(e, "speculative.method", "this server has no draft model (start it with --draft-model FILE)");
-    p.draft_ctx = p.method == SD_SPEC_DRAFT ? def->dctx : NULL;
+    p.draft_ctx = p.method == SD_SPEC_DRAFT || p.method == SD_SPEC_AUTO ? def->dctx : NULL; /* auto: a candidate */
     p.exit_heads = def->heads;
     p.swift_state = p.method == SD_SPEC_SWIFT ? def->swift : NULL;
     cli_pick_accept_head(&p, def->model, def->dmodel, def->accept, def->n_accept); /* SpecDec++ */

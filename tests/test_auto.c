@@ -1,0 +1,402 @@
+/* --spec auto:
+ *  1. the chooser on synthetic cost / acceptance tables: run-length statistics, the best (family, gamma), a cost
+ *     change that flips the choice, hysteresis that holds the running family and lets a clearly better one in,
+ *     plain decoding when nothing is accepted;
+ *  2. greedy: auto's output equals plain greedy on every model of the test set, with and without a draft model,
+ *     choosing freely and switching method every round (probe = 1); after every round the target's cache and the
+ *     draft model's equal a plain run's over the same tokens (bit for bit);
+ *  3. a batch of auto sessions in the scheduler gives every session its plain greedy output;
+ *  4. sampling: the first sampled token follows the target's distribution (chi-square) with each candidate;
+ *  5. the registry: candidates / exits parsing and the errors for what a pool lacks. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrl/auto_choose.h"
+#include "specdec.h"
+#include "testlib.h"
+
+/* ------------------------------------------------------------------ 1. the chooser */
+static void chooser(void) {
+    /* run-length statistics without decay: E[acc | g] is the mean of min(L, g), E[drafted | g] of min(kp, g) */
+    ac_stats s;
+    ac_stats_init(&s, 0, 0);
+    const int L[6] = {0, 3, 1, 7, 2, 5}, kp[6] = {AC_GMAX, AC_GMAX, 2, AC_GMAX, AC_GMAX, 4};
+    for (int i = 0; i < 6; i++) ac_stats_observe(&s, L[i], kp[i], 1.0, 1.0);
+    for (int g = 1; g <= 8; g++) {
+        double want = 0, wd = 0;
+        for (int i = 0; i < 6; i++) {
+            int r = L[i] < kp[i] ? L[i] : kp[i];
+            want += (r < g ? r : g) / 6.0;
+            wd += (kp[i] < g ? kp[i] : g) / 6.0;
+        }
+        CHECK(fabs(ac_stats_acc(&s, g) - want) < 1e-12, "E[acc | %d] = %g, want %g", g, ac_stats_acc(&s, g), want);
+        CHECK(fabs(ac_stats_drafted(&s, g) - wd) < 1e-12, "E[drafted | %d] = %g, want %g", g, ac_stats_drafted(&s, g), wd);
+    }
+    /* decay: the old weight shrinks by the factor per observation */
+    ac_stats_init(&s, 0, 0);
+    ac_stats_observe(&s, 0, AC_GMAX, 0.5, 1.0);
+    ac_stats_observe(&s, AC_GMAX, AC_GMAX, 0.5, 1.0);
+    CHECK(fabs(ac_stats_acc(&s, 1) - 1 / 1.5) < 1e-12, "decayed P(L >= 1) = %g", ac_stats_acc(&s, 1));
+    /* weighted observations: 32 of weight 1/16 count as two rounds */
+    ac_stats_init(&s, 0, 0);
+    ac_stats_observe(&s, 0, AC_GMAX, 0.9, 1.0);
+    for (int i = 0; i < 32; i++) ac_stats_observe(&s, AC_GMAX, AC_GMAX, 0.9, 1.0 / 16);
+    const double w_old = pow(0.9, 2.0); /* the first observation after two rounds' decay */
+    CHECK(fabs(s.W - (w_old + (1 - w_old) / (1 - pow(0.9, 1.0 / 16)) / 16)) < 1e-9 &&
+              fabs(ac_stats_acc(&s, 1) - (s.W - w_old) / s.W) < 1e-9,
+          "weighted observations (W %g, P(L >= 1) %g)", s.W, ac_stats_acc(&s, 1));
+    /* T(n) interpolation */
+    const double T[5] = {1, 1.5, 2, 3, 4};
+    CHECK(fabs(ac_verify_time(T, 4, 2.5) - 2.5) < 1e-12 && fabs(ac_verify_time(T, 4, 6) - 6) < 1e-12,
+          "T interpolated and extended");
+
+    /* families: 0 plain, 1 a free lookup accepting 90% per token, 2 a costly drafter accepting 95% */
+    const double flat[AC_GMAX + 1] = {0};
+    double Tf[AC_GMAX + 1], Ts[AC_GMAX + 1];
+    for (int i = 0; i <= AC_GMAX; i++) Tf[i] = 1 + 0.02 * i, Ts[i] = 1 + 0.5 * i; /* flat and steep T */
+    (void)flat;
+    ac_family f[3] = {{.v = 1, .gmax = 0}, {.c = 0.001, .x = 1, .v = 1, .gmax = 16}, {.c = 0.3, .v = 1, .gmax = 16}};
+    ac_stats_init(&f[1].st, 100, 0.9);
+    ac_stats_init(&f[2].st, 100, 0.95);
+    ac_pick p = ac_choose(f, 3, Tf, 16, -1, 0.05);
+    int g_lookup = p.g;
+    CHECK(p.fam == 1 && p.why == AC_BEST && p.g >= 8, "flat T: the free lookup with a long gamma (got family %d, g %d)",
+          p.fam, p.g);
+    /* expected rate by hand for the pick */
+    double a = 0, q = 1;
+    for (int j = 1; j <= p.g; j++) q *= 0.9, a += q;
+    CHECK(fabs(p.rate - (a + 1) / (0.001 * (p.g + 1) + 1 + 0.02 * p.g)) < 1e-9, "rate formula (%g)", p.rate);
+    /* a steep T shortens gamma */
+    p = ac_choose(f, 3, Ts, 16, 1, 0.05);
+    CHECK(p.fam == 1 && p.g >= 1 && p.g < g_lookup, "steep T: a shorter gamma (%d vs %d)", p.g, g_lookup);
+    /* a cost change flips it: the lookup becomes expensive, the drafter cheap */
+    f[1].c = 0.5, f[2].c = 0.001;
+    p = ac_choose(f, 3, Tf, 16, -1, 0.05);
+    CHECK(p.fam == 2 && p.why == AC_BEST, "cost change: the drafter (got %d)", p.fam);
+    /* hysteresis: the lookup runs and the drafter is better by less than the fraction -> held */
+    f[1].c = 0.001, f[2].c = 0.001;
+    ac_stats_init(&f[2].st, 100, 0.905);
+    int g1, g2;
+    double r1 = ac_best_g(&f[1], Tf, 16, &g1), r2 = ac_best_g(&f[2], Tf, 16, &g2);
+    CHECK(r2 > r1 && r2 < r1 * 1.05, "the planted margin (%g vs %g)", r2, r1);
+    p = ac_choose(f, 3, Tf, 16, 1, 0.05);
+    CHECK(p.fam == 1 && p.why == AC_HELD && p.g == g1, "hysteresis holds the running family (got %d, why %d)", p.fam,
+          p.why);
+    p = ac_choose(f, 3, Tf, 16, 1, 0.0);
+    CHECK(p.fam == 2 && p.why == AC_BEST, "no hysteresis: the better one (got %d)", p.fam);
+    ac_stats_init(&f[2].st, 100, 0.97);
+    p = ac_choose(f, 3, Tf, 16, 1, 0.05);
+    CHECK(p.fam == 2 && p.why == AC_BEST, "a clearly better family takes over (got %d)", p.fam);
+    /* nothing accepted: plain decoding; a family that is off is never chosen */
+    ac_stats_init(&f[1].st, 100, 0);
+    ac_stats_init(&f[2].st, 100, 0);
+    p = ac_choose(f, 3, Tf, 16, -1, 0.05);
+    CHECK(p.fam == 0 && p.g == 0, "no acceptance: plain decoding (got %d, g %d)", p.fam, p.g);
+    p = ac_choose(f, 3, Tf, 16, 2, 0.05); /* within the hysteresis of plain decoding: held */
+    CHECK(p.fam == 2 && p.why == AC_HELD, "no acceptance, running family held (got %d)", p.fam);
+    ac_stats_init(&f[2].st, 100, 0.9);
+    f[2].off = true;
+    p = ac_choose(f, 3, Tf, 16, 0, 0.05);
+    CHECK(p.fam == 0, "a family that is off is not chosen (got %d)", p.fam);
+    /* early exit's cost model: per-token cost c, verification share v */
+    ac_family e = {.c = 0.25, .x = 1, .v = 0.75, .gmax = 4};
+    ac_stats_init(&e.st, 1, 1.0);
+    double acc;
+    double r = ac_rate(&e, 2, Tf, 16, &acc);
+    CHECK(fabs(acc - 2) < 1e-12 && fabs(r - 3 / (0.25 * 3 + 0.75 * Tf[2])) < 1e-12, "early exit cost (%g)", r);
+    printf("  chooser: statistics, rates, gamma by T, cost flip, hysteresis, plain fallback\n");
+}
+
+/* ------------------------------------------------------------------ 2. greedy + caches */
+static sd_ctx *mkctx(sd_model *m, int n_ctx, int n_seq) {
+    sd_ctx_params cp = sd_ctx_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_batch = 32;
+    cp.n_threads = 2;
+    cp.n_seq = n_seq;
+    sd_ctx *c = NULL;
+    sd_error err;
+    if (sd_ctx_new(m, &cp, &c, &err) != SD_OK) CHECK(0, "ctx: %s", err.msg);
+    return c;
+}
+
+typedef struct round_check {
+    sd_ctx *target, *ref, *draft, *draft_ref;
+    int kvd, kvd_draft, n_layer, n_layer_draft;
+    bool ok;
+    int rounds;
+} round_check;
+
+static bool on_round(const sd_spec_round *r, void *user) {
+    round_check *rc = user;
+    rc->rounds++;
+    const int n = r->n_committed;
+    if (sd_kv_len(rc->target, 0, -1) != n || !tl_same_kv_rows(rc->target, rc->ref, rc->n_layer, rc->kvd, n, false))
+        rc->ok = false;
+    if (rc->draft) {
+        int nd = sd_kv_len(rc->draft, 0, -1);
+        if (nd > n || !tl_same_kv_rows(rc->draft, rc->draft_ref, rc->n_layer_draft, rc->kvd_draft, nd, false))
+            rc->ok = false;
+    }
+    return true;
+}
+
+typedef struct model_case {
+    const char *target, *draft;
+} model_case;
+
+static const char *const TEXTS[3] = {"Once upon a time",
+                                     "The little dog ran to the park. The little dog ran to the park and saw a big red ball. The",
+                                     ""};
+
+static void greedy_case(const model_case *mc, int n_predict) {
+    sd_model *tm = tl_load_model(mc->target), *dm = mc->draft ? tl_load_model(mc->draft) : NULL;
+    if (!tm || (mc->draft && !dm)) return;
+    sd_model_info ti;
+    sd_model_get_info(tm, &ti);
+    sd_sampler_params spp = sd_sampler_default_params();
+    spp.temp = 0;
+    sd_sampler *smp;
+    sd_sampler_new(&spp, ti.n_vocab, &smp, NULL);
+    int runs = 0, bad = 0, rounds = 0, cache_bad = 0, switches = 0, fams_used = 0;
+    for (int t = 0; t < 3; t++) {
+        int32_t prompt[128];
+        int np = 0;
+        sd_tokenize(tm, TEXTS[t], strlen(TEXTS[t]), true, false, prompt, 128, &np, NULL);
+        if (np < 1) continue;
+        const int n_ctx = np + n_predict; /* the last rounds are cut by the end of the context */
+        sd_ctx *ct = mkctx(tm, n_ctx, 1), *cref = mkctx(tm, n_ctx, 1);
+        sd_ctx *cd = dm ? mkctx(dm, n_ctx, 1) : NULL, *cdref = dm ? mkctx(dm, n_ctx, 1) : NULL;
+        int32_t *plain = malloc((size_t)n_predict * sizeof *plain), *got = malloc((size_t)n_predict * sizeof *got);
+        int32_t *seq = malloc((size_t)(np + n_predict) * sizeof *seq);
+        int n_plain = 0;
+        sd_error err = {0};
+        CHECK(sd_generate(ct, smp, prompt, np, n_predict, true, plain, &n_plain, NULL, NULL, NULL, &err) == SD_OK,
+              "plain: %s", err.msg);
+        memcpy(seq, prompt, (size_t)np * sizeof *seq);
+        memcpy(seq + np, plain, (size_t)n_plain * sizeof *seq);
+        tl_plain_cache(cref, seq, np + n_plain - 1);
+        if (cdref) tl_plain_cache(cdref, seq, np + n_plain - 1);
+        for (int v = 0; v < 3; v++) { /* free choice; a new method every round; gamma up to 4 with exits 1..L-1 */
+            sd_spec_params sp = sd_spec_default_params();
+            sp.method = SD_SPEC_AUTO;
+            sp.draft_ctx = cd;
+            sp.auto_probe = v == 1 ? 1 : 0;
+            if (v == 2) {
+                sp.gamma_max = 4;
+                for (int l = 1; l < ti.n_layer && l <= 8; l++) sp.auto_exits[sp.auto_n_exits++] = l;
+                sp.auto_hysteresis = 0;
+            }
+            round_check rc = {ct, cref, cd, cdref, 0, 0, 0, 0, true, 0};
+            rc.kvd = tl_kv_dim(tm, &rc.n_layer);
+            if (dm) rc.kvd_draft = tl_kv_dim(dm, &rc.n_layer_draft);
+            sp.round_cb = on_round;
+            sp.round_user = &rc;
+            int n_got = 0;
+            sd_spec_stats st;
+            sd_status s2 = sd_spec_generate(ct, smp, &sp, prompt, np, n_predict, true, got, &n_got, NULL, NULL, &st, &err);
+            bool same = s2 == SD_OK && n_got == n_plain && memcmp(got, plain, (size_t)n_got * sizeof *got) == 0;
+            runs++;
+            bad += !same;
+            rounds += rc.rounds;
+            cache_bad += !rc.ok;
+            CHECK(same, "%s%s%s variant %d prompt %d: output differs from plain greedy (%s)", mc->target,
+                  dm ? " + " : "", dm ? mc->draft : "", v, t, s2 ? err.msg : "");
+            CHECK(rc.ok, "%s variant %d prompt %d: a cache differs from the plain run's after a round", mc->target, v, t);
+            int used = 0, sum = 0;
+            for (int i = 0; i < st.n_auto_cands; i++) used += st.auto_cands[i].rounds > 0, sum += st.auto_cands[i].rounds;
+            CHECK(s2 || sum == st.n_rounds, "%s: the candidates ran %d rounds, the session %d", mc->target, sum,
+                  st.n_rounds);
+            CHECK(st.n_auto_cands >= (dm ? 3 : 2), "%s: the pool has %d candidates", mc->target, st.n_auto_cands);
+            if (v == 1) { /* probes: the families take turns */
+                CHECK(used >= (st.n_rounds >= st.n_auto_cands ? st.n_auto_cands - 1 : 1),
+                      "%s prompt %d: probes ran %d of %d candidates in %d rounds", mc->target, t, used,
+                      st.n_auto_cands, st.n_rounds);
+                switches += st.n_rounds;
+            }
+            if (used > fams_used) fams_used = used;
+        }
+        free(seq);
+        free(plain);
+        free(got);
+        sd_ctx_free(ct);
+        sd_ctx_free(cref);
+        sd_ctx_free(cd);
+        sd_ctx_free(cdref);
+    }
+    printf("  %-34s %-18s %2d runs, %d differ; caches checked after %4d rounds, %d bad; %3d rounds switching; up to "
+           "%d candidates used\n",
+           mc->target + 7, dm ? mc->draft + 7 : "(no draft)", runs, bad, rounds, cache_bad, switches, fams_used);
+    sd_sampler_free(smp);
+    sd_model_free(tm);
+    sd_model_free(dm);
+}
+
+/* ------------------------------------------------------------------ 3. a batch in the scheduler */
+static void batch(void) {
+    sd_model *tm = tl_load_model("models/stories-ee.gguf"), *dm = tl_load_model("models/stories260K.gguf");
+    if (!tm || !dm) return;
+    enum { P = 5, NP = 40 };
+    sd_ctx *ct = mkctx(tm, 256, P), *cd = mkctx(dm, 256, P);
+    sd_sched *sc = NULL;
+    sd_error err = {0};
+    CHECK(sd_sched_new(ct, NULL, &sc, &err) == SD_OK, "sched: %s", err.msg);
+    sd_session *ss[P] = {0};
+    int32_t want[P][NP], prompts[P][128];
+    int n_want[P], n_prompt[P];
+    for (int i = 0; i < P; i++) { /* the plain outputs first (sd_generate runs on sequence 0) */
+        int32_t *prompt = prompts[i];
+        int np = 0;
+        const char *text = TEXTS[i % 2];
+        sd_tokenize(tm, text, strlen(text), true, false, prompt, 128, &np, NULL);
+        prompt[np - 1] = (prompt[np - 1] + i) % 500 + 3; /* different prompts */
+        n_prompt[i] = np;
+        sd_sampler_params spp = sd_sampler_default_params();
+        spp.temp = 0;
+        sd_sampler *smp;
+        sd_sampler_new(&spp, 512, &smp, NULL);
+        sd_generate(ct, smp, prompt, np, NP, true, want[i], &n_want[i], NULL, NULL, NULL, &err);
+        sd_sampler_free(smp);
+    }
+    for (int i = 0; i < P; i++) {
+        const int32_t *prompt = prompts[i];
+        const int np = n_prompt[i];
+        sd_session_params p = sd_session_default_params();
+        p.seq = i;
+        p.sampling.temp = 0;
+        p.n_predict = NP;
+        p.ignore_eos = true;
+        p.spec.method = SD_SPEC_AUTO;
+        p.spec.draft_ctx = i % 3 ? cd : NULL; /* with and without the draft model */
+        p.spec.auto_probe = i == 4 ? 1 : 0;
+        CHECK(sd_session_new(ct, &p, &ss[i], &err) == SD_OK, "session: %s", err.msg);
+        CHECK(sd_session_set_prompt(ss[i], prompt, np, &err) == SD_OK, "prompt: %s", err.msg);
+        CHECK(sd_sched_add(sc, ss[i], &err) == SD_OK, "add: %s", err.msg);
+    }
+    int steps = 0;
+    while (sd_sched_n_live(sc) > 0 && steps < 5000) {
+        CHECK(sd_sched_step(sc, &err) == SD_OK, "step: %s", err.msg);
+        steps++;
+    }
+    int differ = 0;
+    for (int i = 0; i < P; i++) {
+        int n = 0;
+        const int32_t *got = sd_session_tokens(ss[i], &n);
+        bool same = sd_session_status(ss[i], &err) == SD_OK && n == n_want[i] &&
+                    memcmp(got, want[i], (size_t)n * sizeof *got) == 0;
+        differ += !same;
+        CHECK(same, "batch session %d differs from plain greedy (%d vs %d tokens) %s", i, n, n_want[i], err.msg);
+        sd_session_free(ss[i]);
+    }
+    printf("  batch: %d auto sessions (3 with the draft model, one switching every round), %d steps: %d differ\n", P,
+           steps, differ);
+    sd_sched_free(sc);
+    sd_ctx_free(ct);
+    sd_ctx_free(cd);
+    sd_model_free(tm);
+    sd_model_free(dm);
+}
+
+/* ------------------------------------------------------------------ 4. sampling */
+static void first_token(const char *cands, int draws) {
+    sd_model *tm = tl_load_model("models/stories-ee.gguf"), *dm = tl_load_model("models/stories260K.gguf");
+    if (!tm || !dm) return;
+    const int V = 512;
+    sd_ctx *ct = mkctx(tm, 64, 1), *cd = mkctx(dm, 64, 1);
+    int32_t prompt[1] = {sd_token_bos(tm)};
+    sd_sampler_params spp = sd_sampler_default_params();
+    spp.temp = 2.0f;
+    spp.top_k = 0;
+    spp.top_p = 1.0f;
+    spp.min_p = 0.0f;
+    float *logits = malloc(V * sizeof *logits), *pf = malloc(V * sizeof *pf);
+    sd_forward(ct, &(sd_block){.n = 1, .token = prompt}, &(sd_forward_args){.logits = logits}, NULL);
+    sd_sampler *s0;
+    sd_sampler_new(&spp, V, &s0, NULL);
+    sd_sampler_probs(s0, logits, prompt, 1, pf);
+    int N = (int)(draws * tl_scale());
+    if (N < 1000) N = 1000;
+    int *counts = calloc(V, sizeof *counts);
+    sd_spec_params sp = sd_spec_default_params();
+    sp.method = SD_SPEC_AUTO;
+    sp.draft_ctx = cd;
+    sd_error err = {0};
+    CHECK(sd_spec_set(&sp, "candidates", cands, &err) == SD_OK, "candidates %s: %s", cands, err.msg);
+    const int drafted_first = tl_first_tokens(ct, &sp, spp, prompt, 1, V, N, 5000, counts);
+    double pd[512];
+    for (int i = 0; i < V; i++) pd[i] = pf[i];
+    int dof;
+    double c = tl_chi2(counts, pd, V, N, &dof);
+    if (!strchr(cands, '+')) /* one drafting family: the rejection rule ran in every first round */
+        CHECK(drafted_first == N, "candidates %s: every first round must draft (%d of %d did)", cands, drafted_first, N);
+    CHECK(tl_chi2_ok(c, dof), "candidates %s: first sampled token vs target: chi2 %.1f (%d dof)", cands, c, dof);
+    printf("  sampling, candidates %-12s %d draws: chi2 = %.1f (%d dof)\n", cands, N, c, dof);
+    free(counts);
+    free(logits);
+    free(pf);
+    sd_sampler_free(s0);
+    sd_ctx_free(ct);
+    sd_ctx_free(cd);
+    sd_model_free(tm);
+    sd_model_free(dm);
+}
+
+/* ------------------------------------------------------------------ 5. the registry */
+static void registry(void) {
+    sd_spec_params sp = sd_spec_default_params();
+    sd_error err = {0};
+    CHECK(sd_spec_parse(&sp, "auto:candidates=ngram+early-exit:exits=1+3:hysteresis=0.1:probe=8", &err) == SD_OK,
+          "parse: %s", err.msg);
+    CHECK(sp.method == SD_SPEC_AUTO && sp.auto_candidates == ((1u << SD_SPEC_NGRAM) | (1u << SD_SPEC_EARLY_EXIT)) &&
+              sp.auto_n_exits == 2 && sp.auto_exits[1] == 3 && fabsf(sp.auto_hysteresis - 0.1f) < 1e-6f &&
+              sp.auto_probe == 8,
+          "parsed values");
+    CHECK(sd_spec_set(&sp, "--spec-candidates", "ngram,draft", &err) == SD_OK &&
+              sp.auto_candidates == ((1u << SD_SPEC_NGRAM) | (1u << SD_SPEC_DRAFT)),
+          "the CLI's comma list: %s", err.msg);
+    CHECK(sd_spec_set(&sp, "candidates", "all", &err) == SD_OK && sp.auto_candidates == 0, "all: %s", err.msg);
+    CHECK(sd_spec_set(&sp, "candidates", "ngram+bogus", &err) == SD_ERR_ARG && strstr(err.msg, "bogus") &&
+              strstr(err.msg, "none|draft|ngram|early-exit"),
+          "unknown candidate: %s", err.msg);
+    CHECK(sd_spec_parse(&sp, "ngram:candidates=ngram", &err) == SD_ERR_ARG && strstr(err.msg, "does not apply"),
+          "candidates of another method: %s", err.msg);
+    sd_model *tm = tl_load_model("models/stories260K.gguf");
+    if (!tm) return;
+    sp = sd_spec_default_params();
+    sp.method = SD_SPEC_AUTO;
+    CHECK(sd_spec_check(tm, NULL, &sp, &err) == SD_OK, "auto without a draft model: %s", err.msg);
+    sd_spec_set(&sp, "candidates", "draft+ngram", NULL);
+    CHECK(sd_spec_check(tm, NULL, &sp, &err) == SD_ERR_ARG && strstr(err.msg, "draft model"),
+          "a draft candidate without a draft model: %s", err.msg);
+    sp.auto_candidates = 0;
+    sd_spec_set(&sp, "exits", "2+5", NULL);
+    CHECK(sd_spec_check(tm, NULL, &sp, &err) == SD_ERR_ARG && strstr(err.msg, "exit depth 5"), "exit depth: %s",
+          err.msg);
+    sd_model_free(tm);
+    printf("  registry: candidates, exits, errors\n");
+}
+
+int main(void) {
+    chooser();
+    registry();
+    const model_case cases[] = {
+        {"models/stories260K.gguf", NULL},
+        {"models/stories260K.gguf", "models/stories260K.gguf"},
+        {"models/stories-ee.gguf", NULL},
+        {"models/stories-ee.gguf", "models/stories260K.gguf"},
+        {"models/stories-plain.gguf", "models/stories260K.gguf"},
+        {"models/tiny-llama-spm-f32.gguf", "models/tiny-llama-spm-q4_0.gguf"},
+        {"models/tiny-llama-spm-f16.gguf", NULL},
+        {"models/tiny-llama-spm-q8_0.gguf", NULL},
+        {"models/tiny-llama-gpt2-f32.gguf", NULL},
+        {"models/tiny-qwen2-gpt2-f32.gguf", NULL},
+    };
+    const int n_predict = tl_scale() < 1 ? 24 : 40;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) greedy_case(&cases[i], n_predict);
+    batch();
+    first_token("draft", 4000);
+    first_token("early-exit", 4000);
+    first_token("ngram+draft+early-exit", 2000);
+    return tl_finish("test_auto");
+}

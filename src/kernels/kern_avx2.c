@@ -452,13 +452,20 @@ INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const i
 
 ROWS_OVER_TILES(rows_kq, act_q8k, QK_K, tile_kq)
 
-/* K-quants: every block size through the per-row kernel (its float chains are llama.cpp's, kquant.h). The 8-rows-in-
- * the-lanes tile that q4_0 uses (kern_tile_avx2.c) does not yet compute these chains, so it is not used for them. */
-ROWS_MM(mm_q2_k_avx2, rows_kq, GGML_Q2_K, 2, 4)
-ROWS_MM(mm_q3_k_avx2, rows_kq, GGML_Q3_K, 2, 4)
-ROWS_MM(mm_q4_k_avx2, rows_kq, GGML_Q4_K, 2, 4)
-ROWS_MM(mm_q5_k_avx2, rows_kq, GGML_Q5_K, 2, 4)
-ROWS_MM(mm_q6_k_avx2, rows_kq, GGML_Q6_K, 2, 4)
+/* K-quants: blocks of KERN_TILE_KQ_MIN positions or more through the 8-rows-in-the-lanes tile (kern_tile_kq_avx2.c),
+ * smaller ones through the per-row kernel; both compute the per-row chains (llama.cpp's, kquant.h), so the same bits. */
+#define KQ_MM(name, T, TILE)                                                                                      \
+    ROWS_MM(name##_rows, rows_kq, T, 2, 4)                                                                        \
+    static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
+                     int ldy, int r0, int r1) {                                                                   \
+        if (n >= KERN_TILE_KQ_MIN) TILE(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                   \
+        else name##_rows(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                                  \
+    }
+KQ_MM(mm_q2_k_avx2, GGML_Q2_K, kern_tile_mm_q2_k)
+KQ_MM(mm_q3_k_avx2, GGML_Q3_K, kern_tile_mm_q3_k)
+KQ_MM(mm_q4_k_avx2, GGML_Q4_K, kern_tile_mm_q4_k)
+KQ_MM(mm_q5_k_avx2, GGML_Q5_K, kern_tile_mm_q5_k)
+KQ_MM(mm_q6_k_avx2, GGML_Q6_K, kern_tile_mm_q6_k)
 
 /* ------------------------------------------------------------------ attention helpers */
 static float dot_avx2(const float *a, const float *b, int n) {

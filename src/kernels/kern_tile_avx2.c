@@ -164,7 +164,7 @@ void kern_tile_mm_q4_0_vnni(const unsigned char *w, size_t rb, int cols, const v
                             int ldy, int r0, int r1);
 
 /* AVX-VNNI: CPUID leaf 7 subleaf 1, EAX bit 4 (the same bits either way; only the speed differs) */
-static bool has_avx_vnni(void) {
+bool kern_has_avx_vnni(void) {
     static atomic_int known = 0; /* 0 unknown, 1 no, 2 yes */
     int k = atomic_load_explicit(&known, memory_order_relaxed);
     if (!k) {
@@ -177,7 +177,7 @@ static bool has_avx_vnni(void) {
 
 void kern_tile_mm_q4_0(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y, int ldy,
                        int r0, int r1) {
-    if (has_avx_vnni()) kern_tile_mm_q4_0_vnni(w, rb, cols, x, xs, n, y, ldy, r0, r1);
+    if (kern_has_avx_vnni()) kern_tile_mm_q4_0_vnni(w, rb, cols, x, xs, n, y, ldy, r0, r1);
     else mm_tile_q4(w, rb, cols, x, xs, n, y, ldy, r0, r1);
 }
 #endif

@@ -196,6 +196,7 @@ const kern_ops *kern_scalar(void) { return &SCALAR; }
 const kern_ops *kern_best(void) {
     const char *e = getenv("SPECDEC_KERNELS");
     if (e && strcmp(e, "scalar") == 0) return &SCALAR;
-    const kern_ops *a = kern_avx2();
+    const kern_ops *a = e && strcmp(e, "avx2") == 0 ? NULL : kern_avx512();
+    if (!a) a = kern_avx2();
     return a ? a : &SCALAR;
 }

@@ -65,7 +65,11 @@ typedef struct kern_ops {
 
 const kern_ops *kern_scalar(void);
 const kern_ops *kern_avx2(void); /* NULL when the build or the CPU lacks AVX2+FMA+F16C */
-/* The best table for this machine (AVX2 when available); SPECDEC_KERNELS=scalar forces the reference. */
+/* AVX-512 F/BW/VL/VNNI on top of AVX2 (NULL without): the float types' blocks in 512-bit vectors, the same bits as
+ * the avx2 table (kern_avx512.h); everything else is the avx2 table's. */
+const kern_ops *kern_avx512(void);
+/* The best table for this machine (avx512, else avx2, else scalar); SPECDEC_KERNELS=scalar or =avx2 forces that
+ * table (when the CPU has it). */
 const kern_ops *kern_best(void);
 
 /* Multiply-adds per second of the best table's inner step for a ggml type on n_threads threads at once (each runs

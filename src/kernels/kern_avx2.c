@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "kernels/kern_avx512.h"
 #include "kernels/kern_tile.h"
 #include "kernels/kq_levels_avx2.h"
 #include "kernels/kquant.h"
@@ -454,18 +455,22 @@ ROWS_OVER_TILES(rows_kq, act_q8k, QK_K, tile_kq)
 
 /* K-quants: blocks of KERN_TILE_KQ_MIN positions or more through the 8-rows-in-the-lanes tile (kern_tile_kq_avx2.c),
  * smaller ones through the per-row kernel; both compute the per-row chains (llama.cpp's, kquant.h), so the same bits. */
-#define KQ_MM(name, T, TILE)                                                                                      \
-    ROWS_MM(name##_rows, rows_kq, T, 2, 4)                                                                        \
+#define KQ_MM(name, ROWS, TILE)                                                                                   \
     static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
                      int ldy, int r0, int r1) {                                                                   \
         if (n >= KERN_TILE_KQ_MIN) TILE(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                   \
-        else name##_rows(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                                  \
+        else ROWS(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                                         \
     }
-KQ_MM(mm_q2_k_avx2, GGML_Q2_K, kern_tile_mm_q2_k)
-KQ_MM(mm_q3_k_avx2, GGML_Q3_K, kern_tile_mm_q3_k)
-KQ_MM(mm_q4_k_avx2, GGML_Q4_K, kern_tile_mm_q4_k)
-KQ_MM(mm_q5_k_avx2, GGML_Q5_K, kern_tile_mm_q5_k)
-KQ_MM(mm_q6_k_avx2, GGML_Q6_K, kern_tile_mm_q6_k)
+ROWS_MM(mm_q2_k_rows, rows_kq, GGML_Q2_K, 2, 4)
+ROWS_MM(mm_q3_k_rows, rows_kq, GGML_Q3_K, 2, 4)
+ROWS_MM(mm_q4_k_rows, rows_kq, GGML_Q4_K, 2, 4)
+ROWS_MM(mm_q5_k_rows, rows_kq, GGML_Q5_K, 2, 4)
+ROWS_MM(mm_q6_k_rows, rows_kq, GGML_Q6_K, 2, 4)
+KQ_MM(mm_q2_k, mm_q2_k_rows, kern_tile_mm_q2_k)
+KQ_MM(mm_q3_k, mm_q3_k_rows, kern_tile_mm_q3_k)
+KQ_MM(mm_q4_k, mm_q4_k_rows, kern_tile_mm_q4_k)
+KQ_MM(mm_q5_k, mm_q5_k_rows, kern_tile_mm_q5_k)
+KQ_MM(mm_q6_k, mm_q6_k_rows, kern_tile_mm_q6_k)
 
 /* ------------------------------------------------------------------ attention helpers */
 static float dot_avx2(const float *a, const float *b, int n) {
@@ -821,36 +826,92 @@ static double peak_avx2(uint32_t type, long iters) {
     }
 }
 
+/* the fields the avx2 and avx512 tables share */
+#define AVX2_FIELDS                                                                                               \
+    .dot = dot_avx2, .axpy = axpy_avx2, .att_scores = att_scores_avx2, .att_mix = att_mix_avx2,                   \
+    .softmax = softmax_avx2, .quantize_q8 = quantize_q8_avx2, .silu_mul = silu_mul_avx2, .rmsnorm = rmsnorm_avx2, \
+    .peak = peak_avx2
+
 static const kern_ops AVX2 = {
     .name = "avx2",
-    .dot = dot_avx2,
-    .axpy = axpy_avx2,
-    .att_scores = att_scores_avx2,
-    .att_mix = att_mix_avx2,
-    .softmax = softmax_avx2,
-    .quantize_q8 = quantize_q8_avx2,
-    .silu_mul = silu_mul_avx2,
-    .rmsnorm = rmsnorm_avx2,
-    .peak = peak_avx2,
+    AVX2_FIELDS,
     .mm = {[GGML_F32] = mm_f32_avx2, [GGML_F16] = mm_f16_avx2, [GGML_BF16] = mm_bf16_avx2,
-           [GGML_Q8_0] = mm_q8_0_avx2, [GGML_Q4_0] = kern_tile_mm_q4_0, [GGML_Q2_K] = mm_q2_k_avx2,
-           [GGML_Q3_K] = mm_q3_k_avx2, [GGML_Q4_K] = mm_q4_k_avx2, [GGML_Q5_K] = mm_q5_k_avx2,
-           [GGML_Q6_K] = mm_q6_k_avx2},
+           [GGML_Q8_0] = mm_q8_0_avx2, [GGML_Q4_0] = kern_tile_mm_q4_0, [GGML_Q2_K] = mm_q2_k,
+           [GGML_Q3_K] = mm_q3_k, [GGML_Q4_K] = mm_q4_k, [GGML_Q5_K] = mm_q5_k, [GGML_Q6_K] = mm_q6_k},
 };
+
+#ifdef SPECDEC_HAVE_AVX512
+/* avx512: blocks of AVX512_MIN positions or more of the float types (AVX512_MIN_Q8 of q8_0) through kern_avx512.c
+ * (the same bits as the AVX2 kernels: two of their chains per 512-bit vector; below these sizes staging the rows
+ * costs more than the wider vectors save: measured crossovers on 2048 x 2048), everything else as the avx2 table. */
+enum { AVX512_MIN = 6, AVX512_MIN_Q8 = 4 };
+#define MM_512(name, T512, AVX2FN)                                                                                \
+    static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
+                     int ldy, int r0, int r1) {                                                                   \
+        if (n >= AVX512_MIN) kern_avx512_mm_float(T512, w, rb, cols, x, xs, n, y, ldy, r0, r1);                   \
+        else AVX2FN(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                                       \
+    }
+MM_512(mm_f32_avx512, KERN512_F32, mm_f32_avx2)
+MM_512(mm_f16_avx512, KERN512_F16, mm_f16_avx2)
+MM_512(mm_bf16_avx512, KERN512_BF16, mm_bf16_avx2)
+/* the K-quant and q4_0 tiles in their AVX-512 VNNI builds */
+KQ_MM(mm_q2_k_vnni, mm_q2_k_rows, kern_tile_mm_q2_k_vnni)
+KQ_MM(mm_q3_k_vnni, mm_q3_k_rows, kern_tile_mm_q3_k_vnni)
+KQ_MM(mm_q4_k_vnni, mm_q4_k_rows, kern_tile_mm_q4_k_vnni)
+KQ_MM(mm_q5_k_vnni, mm_q5_k_rows, kern_tile_mm_q5_k_vnni)
+KQ_MM(mm_q6_k_vnni, mm_q6_k_rows, kern_tile_mm_q6_k_vnni)
+static void mm_q8_0_avx512(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,
+                           int ldy, int r0, int r1) {
+    if (n >= AVX512_MIN_Q8) kern_avx512_mm_q8_0(w, rb, cols, x, xs, n, y, ldy, r0, r1);
+    else mm_q8_0_avx2(w, rb, cols, x, xs, n, y, ldy, r0, r1);
+}
+
+static const kern_ops AVX512 = {
+    .name = "avx512",
+    AVX2_FIELDS,
+    .mm = {[GGML_F32] = mm_f32_avx512, [GGML_F16] = mm_f16_avx512, [GGML_BF16] = mm_bf16_avx512,
+           [GGML_Q8_0] = mm_q8_0_avx512, [GGML_Q4_0] = kern_tile_mm_q4_0_vnni, [GGML_Q2_K] = mm_q2_k_vnni,
+           [GGML_Q3_K] = mm_q3_k_vnni, [GGML_Q4_K] = mm_q4_k_vnni, [GGML_Q5_K] = mm_q5_k_vnni,
+           [GGML_Q6_K] = mm_q6_k_vnni},
+};
+#endif
 
 /* CPUID: AVX2 (leaf 7 EBX bit 5), FMA (leaf 1 ECX bit 12), F16C (bit 29), and the OS saving YMM state
  * (OSXSAVE bit 27 + XCR0 bits 1-2). */
-const kern_ops *kern_avx2(void) {
+static bool cpu_avx2(void) {
     unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return NULL;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
     bool fma = c & (1u << 12), f16c = c & (1u << 29), osx = c & (1u << 27);
-    if (!fma || !f16c || !osx) return NULL;
+    if (!fma || !f16c || !osx) return false;
     unsigned xlo, xhi;
     __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-    if ((xlo & 6u) != 6u) return NULL;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return NULL;
-    return (b & (1u << 5)) ? &AVX2 : NULL;
+    if ((xlo & 6u) != 6u) return false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return b & (1u << 5);
+}
+
+/* AVX-512 F (leaf 7 EBX bit 16), BW (30), VL (31), VNNI (ECX bit 11), and the OS saving the opmask and ZMM state
+ * (XCR0 bits 5-7) */
+static bool cpu_avx512(void) {
+    unsigned a, b, c, d;
+    if (!cpu_avx2() || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const unsigned need = (1u << 16) | (1u << 30) | (1u << 31);
+    if ((b & need) != need || !(c & (1u << 11))) return false;
+    unsigned xlo, xhi;
+    __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    return (xlo & 0xe6u) == 0xe6u;
+}
+
+const kern_ops *kern_avx2(void) { return cpu_avx2() ? &AVX2 : NULL; }
+
+const kern_ops *kern_avx512(void) {
+#ifdef SPECDEC_HAVE_AVX512
+    return cpu_avx512() ? &AVX512 : NULL;
+#else
+    return NULL;
+#endif
 }
 #else
 const kern_ops *kern_avx2(void) { return NULL; }
+const kern_ops *kern_avx512(void) { return NULL; }
 #endif

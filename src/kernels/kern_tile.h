@@ -6,7 +6,6 @@
  * equal the scalar table's, whatever the block size, the position's place in it, or the row range (thread split). */
 #ifndef SD_KERNELS_KERN_TILE_H
 #define SD_KERNELS_KERN_TILE_H
-#include <stdbool.h>
 #include <stddef.h>
 
 /* Defined only in builds with AVX2 (SPECDEC_HAVE_AVX2); called only by the AVX2 table. */
@@ -28,7 +27,18 @@ void kern_tile_mm_q5_k(const unsigned char *w, size_t row_bytes, int cols, const
 void kern_tile_mm_q6_k(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
                        float *y, int ldy, int r0, int r1);
 
-/* True when the CPU has AVX-VNNI and SPECDEC_NO_VNNI is not set (the tiles then take their VNNI builds: the same
- * integers, so the same bits). */
-bool kern_has_avx_vnni(void);
+/* The same kernels built with AVX-512 VNNI (kern_tile_avx512.c, kern_tile_kq_avx512.c: dpbusd / dpwssd for the
+ * integer sums, the same integers, so the same bits), for the avx512 table. Defined only with SPECDEC_HAVE_AVX512. */
+void kern_tile_mm_q4_0_vnni(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
+                            float *y, int ldy, int r0, int r1);
+void kern_tile_mm_q2_k_vnni(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
+                            float *y, int ldy, int r0, int r1);
+void kern_tile_mm_q3_k_vnni(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
+                            float *y, int ldy, int r0, int r1);
+void kern_tile_mm_q4_k_vnni(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
+                            float *y, int ldy, int r0, int r1);
+void kern_tile_mm_q5_k_vnni(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
+                            float *y, int ldy, int r0, int r1);
+void kern_tile_mm_q6_k_vnni(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
+                            float *y, int ldy, int r0, int r1);
 #endif

@@ -1,5 +1,5 @@
 /* AVX2 K-quant kernels for blocks of positions with eight rows in the lanes (kern_tile.h). Compiled with -mavx2
- * -mfma -mf16c (and once more with -mavxvnni as kern_tile_kq_vnni.c); only reached through the AVX2 table, after its
+ * -mfma -mf16c (and once more with AVX-512 VNNI as kern_tile_kq_avx512.c, for the avx512 table); only reached through the AVX2 table, after its
  * CPUID check.
  *
  * The walk is kern_tile_avx2.c's: position groups, groups of 8 rows, chunks of KQ_KB super-blocks staged into an
@@ -39,15 +39,15 @@ enum {
 
 static const int LANE_ROW[8] = {0, 1, 4, 5, 2, 3, 6, 7};
 
-/* one super-block of 8 rows, staged */
+/* one super-block of 8 rows, staged; the two halves of each item side by side (one 512-bit vector in the AVX-512
+ * build) */
 typedef struct kq_stage {
-    __m256i q[2][32];   /* [half][quarter] levels: values 8q..8q+7 of rows 4h..4h+3 */
-    __m256i sc[2][16];  /* [half][group] int16: the group's scale of row 4h + j in lanes 4j..4j+3 */
-    __m256i mn[8];      /* [group pair k] int16 lanes 2l, 2l+1: mn[2k], mn[2k+1] of row LANE_ROW[l] */
-    __m256i corr[2][4]; /* Q6_K, [half][q']: int32 lane 2j+e holds (off sc[2L], off sc[2L+1]), L = 2q'+e, row 4h+j */
-    __m256 d, dmin;     /* per LANE_ROW lane */
+    __m256i q[32][2];   /* [quarter][half] levels: values 8q..8q+7 of rows 4h..4h+3 */
+    __m256i sc[16][2];  /* [group][half] int16: the group's scale of row 4h + j in lanes 4j..4j+3 */
+    __m256i corr[4][2]; /* Q6_K, [q'][half]: int32 lane 2j+e holds (off sc[2L], off sc[2L+1]), L = 2q'+e, row 4h+j */
     __m256 dh[2];       /* [half]: d of row 4h+j in lanes 2j, 2j+1 */
-    __m256 dminh;       /* Q5_K: dmin per LANE_ROW lane (= dmin) */
+    __m256i mn[8];      /* [group pair k] int16 lanes 2l, 2l+1: mn[2k], mn[2k+1] of row LANE_ROW[l] */
+    __m256 d, dmin;     /* per LANE_ROW lane */
 } kq_stage;
 
 INLINE __m256i bcast8(const void *p) {
@@ -62,10 +62,10 @@ INLINE __m256i bcast4(const void *p) {
     return _mm256_set1_epi32(v);
 }
 
-/* acc + madd(a, b) (the int16 pair products summed into int32): one dpwssd with AVX-VNNI, the same integers */
+/* acc + madd(a, b) (the int16 pair products summed into int32): one dpwssd with AVX-512 VNNI, the same integers */
 INLINE __m256i madd_acc(__m256i acc, __m256i a, __m256i b) {
-#ifdef KERN_TILE_VNNI
-    return _mm256_dpwssd_avx_epi32(acc, a, b);
+#ifdef KERN_TILE_AVX512
+    return _mm256_dpwssd_epi32(acc, a, b);
 #else
     return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
 #endif
@@ -93,15 +93,15 @@ INLINE void stage_kq(int t, const unsigned char *const *wr, size_t off, kq_stage
             __m256i r3 = _mm256_load_si256((const __m256i *)(const void *)(u[4 * h + 3] + 32 * c));
             __m256i t0 = _mm256_unpacklo_epi64(r0, r1), t1 = _mm256_unpackhi_epi64(r0, r1);
             __m256i t2 = _mm256_unpacklo_epi64(r2, r3), t3 = _mm256_unpackhi_epi64(r2, r3);
-            st->q[h][4 * c] = _mm256_permute2x128_si256(t0, t2, 0x20);
-            st->q[h][4 * c + 1] = _mm256_permute2x128_si256(t1, t3, 0x20);
-            st->q[h][4 * c + 2] = _mm256_permute2x128_si256(t0, t2, 0x31);
-            st->q[h][4 * c + 3] = _mm256_permute2x128_si256(t1, t3, 0x31);
+            st->q[4 * c][h] = _mm256_permute2x128_si256(t0, t2, 0x20);
+            st->q[4 * c + 1][h] = _mm256_permute2x128_si256(t1, t3, 0x20);
+            st->q[4 * c + 2][h] = _mm256_permute2x128_si256(t0, t2, 0x31);
+            st->q[4 * c + 3][h] = _mm256_permute2x128_si256(t1, t3, 0x31);
         }
     /* scales: the 4 rows' int16 side by side, each repeated 4 times */
     for (int h = 0; h < 2; h++)
         for (int g = 0; g < 16; g++)
-            st->sc[h][g] = _mm256_setr_epi16(sc[4 * h][g], sc[4 * h][g], sc[4 * h][g], sc[4 * h][g], sc[4 * h + 1][g],
+            st->sc[g][h] = _mm256_setr_epi16(sc[4 * h][g], sc[4 * h][g], sc[4 * h][g], sc[4 * h][g], sc[4 * h + 1][g],
                                              sc[4 * h + 1][g], sc[4 * h + 1][g], sc[4 * h + 1][g], sc[4 * h + 2][g],
                                              sc[4 * h + 2][g], sc[4 * h + 2][g], sc[4 * h + 2][g], sc[4 * h + 3][g],
                                              sc[4 * h + 3][g], sc[4 * h + 3][g], sc[4 * h + 3][g]);
@@ -120,7 +120,7 @@ INLINE void stage_kq(int t, const unsigned char *const *wr, size_t off, kq_stage
                         a[4 * j + 2 * e] = (int16_t)(offv * sc[4 * h + j][2 * L]);
                         a[4 * j + 2 * e + 1] = (int16_t)(offv * sc[4 * h + j][2 * L + 1]);
                     }
-                st->corr[h][qq] = _mm256_load_si256((const __m256i *)(const void *)a);
+                st->corr[qq][h] = _mm256_load_si256((const __m256i *)(const void *)a);
             }
     st->d = _mm256_setr_ps(d[0], d[1], d[4], d[5], d[2], d[3], d[6], d[7]);
     st->dmin = _mm256_setr_ps(dm[0], dm[1], dm[4], dm[5], dm[2], dm[3], dm[6], dm[7]);
@@ -137,32 +137,70 @@ INLINE __m256i msum_kq(const kq_stage *st, const act_q8k *x) {
     return ms;
 }
 
+#ifdef KERN_TILE_AVX512
+INLINE __m512i ld512(const __m256i *p) { return _mm512_load_si512((const void *)p); }
+INLINE __m512i bcast8z(const void *p) {
+    int64_t v;
+    memcpy(&v, p, 8);
+    return _mm512_set1_epi64(v);
+}
+#endif
+
 /* Q4_K, Q2_K: the chains s (acc[0]) and m (acc[1]) of the 8 rows continued by one super-block */
 INLINE void step_gemv(const kq_stage *st, const act_q8k *x, __m256 *acc) {
+#ifdef KERN_TILE_AVX512 /* both halves in one 512-bit vector */
+    __m512i a = _mm512_setzero_si512();
+#pragma GCC unroll 16
+    for (int g = 0; g < 16; g++) {
+        __m512i t = _mm512_add_epi16(_mm512_maddubs_epi16(ld512(st->q[2 * g]), bcast8z(x->qs + 16 * g)),
+                                     _mm512_maddubs_epi16(ld512(st->q[2 * g + 1]), bcast8z(x->qs + 16 * g + 8)));
+        a = _mm512_dpwssd_epi32(a, t, ld512(st->sc[g]));
+    }
+    const __m256i a0 = _mm512_castsi512_si256(a), a1 = _mm512_extracti64x4_epi64(a, 1);
+#else
     __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
 #pragma GCC unroll 16
     for (int g = 0; g < 16; g++) {
         __m256i xa = bcast8(x->qs + 16 * g), xb = bcast8(x->qs + 16 * g + 8);
         /* two quarters' pair sums of one group: <= 2 * 2 * 15 * 127, int16 */
-        __m256i t0 = _mm256_add_epi16(_mm256_maddubs_epi16(st->q[0][2 * g], xa), _mm256_maddubs_epi16(st->q[0][2 * g + 1], xb));
-        __m256i t1 = _mm256_add_epi16(_mm256_maddubs_epi16(st->q[1][2 * g], xa), _mm256_maddubs_epi16(st->q[1][2 * g + 1], xb));
-        a0 = madd_acc(a0, t0, st->sc[0][g]);
-        a1 = madd_acc(a1, t1, st->sc[1][g]);
+        __m256i t0 = _mm256_add_epi16(_mm256_maddubs_epi16(st->q[2 * g][0], xa), _mm256_maddubs_epi16(st->q[2 * g + 1][0], xb));
+        __m256i t1 = _mm256_add_epi16(_mm256_maddubs_epi16(st->q[2 * g][1], xa), _mm256_maddubs_epi16(st->q[2 * g + 1][1], xb));
+        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(t0, st->sc[g][0]));
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(t1, st->sc[g][1]));
     }
+#endif
     const __m256i is = _mm256_hadd_epi32(a0, a1), ms = msum_kq(st, x);
     const __m256 xd = _mm256_set1_ps(x->d);
     acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(st->d, xd), acc[0]);
     acc[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(st->dmin, xd), acc[1]);
 }
 
-/* Q6_K, Q5_K, Q3_K: the 8 lane chains of the 8 rows (acc[4h + q']: lane 2j+e is row 4h+j's lane 2q'+e) and Q5_K's
+/* Q6_K, Q5_K, Q3_K: the 8 lane chains of the 8 rows (acc[2i + h]: lane 2j+e is row 4h+j's lane 2i+e) and Q5_K's
  * summs (acc[8], LANE_ROW order) continued by one super-block */
 INLINE void step_lanes(int t, const kq_stage *st, const act_q8k *x, __m256 *acc) {
-    __m256i a[2][4];
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++)
+#ifdef KERN_TILE_AVX512 /* both halves in one 512-bit vector */
+    __m512i a[4];
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) a[h][i] = _mm256_setzero_si256();
+    for (int i = 0; i < 4; i++) a[i] = _mm512_setzero_si512();
+    const __m512i four = _mm512_set1_epi8(4);
+#pragma GCC unroll 32
+    for (int q = 0; q < 32; q++) {
+        const __m512i xq = bcast8z(x->qs + 8 * q);
+        __m512i p = _mm512_maddubs_epi16(ld512(st->q[q]), xq); /* <= 2 * 63 * 127 */
+        if (t == GGML_Q3_K) p = _mm512_sub_epi16(p, _mm512_maddubs_epi16(four, xq));
+        a[q % 4] = _mm512_dpwssd_epi32(a[q % 4], p, ld512(st->sc[q / 2]));
+    }
+    if (t == GGML_Q6_K)
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) a[i] = _mm512_sub_epi32(a[i], _mm512_madd_epi16(ld512(st->corr[i]), bcast8z(x->bsums + 4 * i)));
+    const __m512 dq = _mm512_mul_ps(_mm512_set1_ps(x->d), _mm512_load_ps((const float *)st->dh));
+    __m512 *acc2 = (__m512 *)(void *)acc;
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) acc2[i] = _mm512_fmadd_ps(dq, _mm512_cvtepi32_ps(a[i]), acc2[i]);
+#else
+    __m256i a[4][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) a[i][0] = a[i][1] = _mm256_setzero_si256();
     const __m256i four = _mm256_set1_epi8(4);
 #pragma GCC unroll 32
     for (int q = 0; q < 32; q++) {
@@ -171,9 +209,9 @@ INLINE void step_lanes(int t, const kq_stage *st, const act_q8k *x, __m256 *acc)
         const __m256i m4 = t == GGML_Q3_K ? _mm256_maddubs_epi16(four, xq) : _mm256_setzero_si256();
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            __m256i p = _mm256_maddubs_epi16(st->q[h][q], xq); /* <= 2 * 63 * 127 */
+            __m256i p = _mm256_maddubs_epi16(st->q[q][h], xq); /* <= 2 * 63 * 127 */
             if (t == GGML_Q3_K) p = _mm256_sub_epi16(p, m4);
-            a[h][q % 4] = madd_acc(a[h][q % 4], p, st->sc[h][q / 2]);
+            a[q % 4][h] = _mm256_add_epi32(a[q % 4][h], _mm256_madd_epi16(p, st->sc[q / 2][h]));
         }
     }
     if (t == GGML_Q6_K)
@@ -181,15 +219,16 @@ INLINE void step_lanes(int t, const kq_stage *st, const act_q8k *x, __m256 *acc)
         for (int i = 0; i < 4; i++) {
             const __m256i bs = bcast8(x->bsums + 4 * i);
 #pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) a[h][i] = _mm256_sub_epi32(a[h][i], _mm256_madd_epi16(st->corr[h][i], bs));
+            for (int h = 0; h < 2; h++) a[i][h] = _mm256_sub_epi32(a[i][h], _mm256_madd_epi16(st->corr[i][h], bs));
         }
     const __m256 xd = _mm256_set1_ps(x->d);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         const __m256 dq = _mm256_mul_ps(xd, st->dh[h]);
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) acc[4 * h + i] = _mm256_fmadd_ps(dq, _mm256_cvtepi32_ps(a[h][i]), acc[4 * h + i]);
+        for (int i = 0; i < 4; i++) acc[2 * i + h] = _mm256_fmadd_ps(dq, _mm256_cvtepi32_ps(a[i][h]), acc[2 * i + h]);
     }
+#endif
     if (t == GGML_Q5_K)
         acc[8] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-x->d), st->dmin), _mm256_cvtepi32_ps(msum_kq(st, x)),
                                  acc[8]);
@@ -212,7 +251,7 @@ INLINE void finish_kq(int t, int R, const __m256 *acc, float *yp) {
         if (row >= R) continue;
         const int h = row / 4, j = row % 4;
         float lanes[8];
-        for (int L = 0; L < 8; L++) lanes[L] = o[4 * h + L / 2][2 * j + L % 2];
+        for (int L = 0; L < 8; L++) lanes[L] = o[2 * (L / 2) + h][2 * j + L % 2];
         yp[row] = kq_hsum8(lanes) + (t == GGML_Q5_K ? o[8][l] : 0.0f);
     }
 }
@@ -221,8 +260,8 @@ INLINE void mm_tile_kq(int t, const unsigned char *w, size_t rb, int cols, const
                        int ldy, int r0, int r1) {
     const int nb = cols / QK_K;
     const int bb = wtype_get((uint32_t)t)->block_bytes;
-    _Alignas(32) kq_stage st[KQ_KB];
-    _Alignas(32) __m256 acc[PG_MAX][NACC];
+    _Alignas(64) kq_stage st[KQ_KB];
+    _Alignas(64) __m256 acc[PG_MAX][NACC + 1]; /* + 1: rows of 64-byte multiples */
     size_t g = ((size_t)512 << 10) / xs;
     const int pg = g > PG_MAX ? PG_MAX : g < 1 ? 1 : (int)g;
     for (int p0 = 0; p0 < n; p0 += pg) {
@@ -257,7 +296,7 @@ INLINE void mm_tile_kq(int t, const unsigned char *w, size_t rb, int cols, const
     }
 }
 
-#ifdef KERN_TILE_VNNI
+#ifdef KERN_TILE_AVX512
 #define TILE_KQ(name, T)                                                                                          \
     void name##_vnni(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
                      int ldy, int r0, int r1) {                                                                   \
@@ -265,12 +304,9 @@ INLINE void mm_tile_kq(int t, const unsigned char *w, size_t rb, int cols, const
     }
 #else
 #define TILE_KQ(name, T)                                                                                          \
-    void name##_vnni(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
-                     int ldy, int r0, int r1);                                                                    \
     void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y, int ldy,    \
               int r0, int r1) {                                                                                   \
-        if (kern_has_avx_vnni()) name##_vnni(w, rb, cols, x, xs, n, y, ldy, r0, r1);                              \
-        else mm_tile_kq(T, w, rb, cols, x, xs, n, y, ldy, r0, r1);                                                \
+        mm_tile_kq(T, w, rb, cols, x, xs, n, y, ldy, r0, r1);                                                     \
     }
 #endif
 TILE_KQ(kern_tile_mm_q2_k, GGML_Q2_K)

@@ -262,6 +262,23 @@ static void check_quantize(const kern_ops *ops) {
     kern_quantize_q8(x, 32 * NB, a);
     ops->quantize_q8(x, 32 * NB, b);
     CHECK(memcmp(a, b, sizeof a) == 0, "%s quantize_q8 differs from the reference", ops->name);
+    /* Q8_K: random blocks, exact halves (the largest value 127 makes the scale -1: x.5 values are ties, rounded half
+     * to even), zeros, one huge value, the largest magnitude twice with both signs (the first gives the sign) */
+    enum { NK = 8 };
+    float z[QK_K * NK];
+    for (int i = 0; i < QK_K * NK; i++) z[i] = 3.0f * frand();
+    for (int j = 0; j < QK_K; j++) z[QK_K + j] = (float)(j % 100 - 50) + 0.5f;
+    z[QK_K + 7] = -127.0f;
+    for (int j = 0; j < QK_K; j++) z[2 * QK_K + j] = 0.0f;
+    z[3 * QK_K + 200] = 1e30f;
+    z[4 * QK_K + 10] = -5.0f, z[4 * QK_K + 90] = 5.0f;
+    z[5 * QK_K + 10] = 5.0f, z[5 * QK_K + 90] = -5.0f;
+    act_q8k ka[NK], kb[NK];
+    memset(ka, 0x55, sizeof ka);
+    memset(kb, 0x55, sizeof kb);
+    kern_quantize_q8k(z, QK_K * NK, ka);
+    ops->quantize_q8k(z, QK_K * NK, kb);
+    CHECK(memcmp(ka, kb, sizeof ka) == 0, "%s quantize_q8k differs from the reference", ops->name);
 }
 
 /* K-quants: pack/unpack round trip of random fields (every bit of the layouts), the reference quantiser's error on

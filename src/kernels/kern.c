@@ -183,6 +183,7 @@ static const kern_ops SCALAR = {
     .att_mix = att_mix_scalar,
     .softmax = softmax_scalar,
     .quantize_q8 = kern_quantize_q8,
+    .quantize_q8k = kern_quantize_q8k,
     .silu_mul = silu_mul_scalar,
     .rmsnorm = rmsnorm_scalar,
     .mm = {[GGML_F32] = mm_f32_scalar, [GGML_F16] = mm_f16_scalar, [GGML_BF16] = mm_bf16_scalar,

@@ -19,6 +19,8 @@
 
 #include "kernels/wtype.h"
 
+struct act_q8k; /* the K-quants' activation block (kquant.h) */
+
 /* An activation block of 32 values: the fp16-rounded scale as float + 32 int8, and s8 = 8 * (sum of the qs)
  * (lets q4_0 kernels multiply the stored unsigned nibbles directly: sum (n - 8) x = sum n x - 8 sum x). */
 typedef struct act_q8 {
@@ -52,6 +54,8 @@ typedef struct kern_ops {
     float (*softmax)(float *s, int n);
     /* kern_quantize_q8, the same bits */
     void (*quantize_q8)(const float *x, int n_cols, act_q8 *out);
+    /* kern_quantize_q8k (kquant.h), the same bits */
+    void (*quantize_q8k)(const float *x, int n_cols, struct act_q8k *out);
     /* out[i] = x[i] * r * g[i], r = kern_rms_scale(x, n, eps) */
     void (*rmsnorm)(const float *x, const float *g, int n, float eps, float *out);
     /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n, as ggml's CPU swiglu on a row of n:

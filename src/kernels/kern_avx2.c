@@ -726,6 +726,55 @@ static void quantize_q8_avx2(const float *x, int n_cols, act_q8 *out) {
     }
 }
 
+/* kern_quantize_q8k with vectors: the same largest magnitude (its first occurrence gives the sign), the same scalar
+ * scale, iscale * x rounded half to even by cvtps (rintf's rounding in the default mode), min 127, the same sums. */
+static void quantize_q8k_avx2(const float *x, int n_cols, act_q8k *out) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int b = 0; b < n_cols / QK_K; b++) {
+        const float *v = x + QK_K * b;
+        act_q8k *o = &out[b];
+        __m256 m = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+        const __m256 inf = _mm256_set1_ps(INFINITY);
+        for (int i = 0; i < QK_K; i += 8) {
+            const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(v + i));
+            m = _mm256_max_ps(m, a);
+            bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ)); /* NaN or infinite */
+        }
+        const float amax = hmax8(m);
+        if (amax == 0.0f || _mm256_movemask_ps(bad)) { /* zeros, or non-finite values: the reference itself */
+            kern_quantize_q8k(v, QK_K, o);
+            continue;
+        }
+        const __m256 av = _mm256_set1_ps(amax);
+        int first = 0;
+        for (int i = 0; i < QK_K; i += 8) {
+            int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(v + i)), av, _CMP_EQ_OQ));
+            if (mask) {
+                first = i + __builtin_ctz((unsigned)mask);
+                break;
+            }
+        }
+        const float iscale = -127.0f / v[first];
+        const __m256 is = _mm256_set1_ps(iscale);
+        const __m256i top = _mm256_set1_epi32(127);
+        for (int i = 0; i < QK_K; i += 32) {
+            __m256i q[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(v + i + 8 * k))), top);
+            __m256i q8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            q8 = _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(void *)(o->qs + i), q8);
+        }
+        for (int g = 0; g < 16; g++) {
+            /* 16 int8 -> int16 and their sum */
+            __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(o->qs + 16 * g)));
+            o->bsums[g] = (int16_t)hsum_i32(_mm256_madd_epi16(w, _mm256_set1_epi16(1)));
+        }
+        o->d = 1.0f / iscale;
+    }
+}
+
 /* ------------------------------------------------------------------ in-register peak of each inner step */
 /* The arithmetic a block kernel must do per weight with no memory traffic beyond L1: the ceiling the real kernels
  * approach (bench peak). Float types: the kernels' own step (step_float) of their tile, 12 accumulators: 3 rows x 4
@@ -829,7 +878,8 @@ static double peak_avx2(uint32_t type, long iters) {
 /* the fields the avx2 and avx512 tables share */
 #define AVX2_FIELDS                                                                                               \
     .dot = dot_avx2, .axpy = axpy_avx2, .att_scores = att_scores_avx2, .att_mix = att_mix_avx2,                   \
-    .softmax = softmax_avx2, .quantize_q8 = quantize_q8_avx2, .silu_mul = silu_mul_avx2, .rmsnorm = rmsnorm_avx2, \
+    .softmax = softmax_avx2, .quantize_q8 = quantize_q8_avx2, .quantize_q8k = quantize_q8k_avx2,                \
+    .silu_mul = silu_mul_avx2, .rmsnorm = rmsnorm_avx2,                                                           \
     .peak = peak_avx2
 
 static const kern_ops AVX2 = {

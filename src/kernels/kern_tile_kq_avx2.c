@@ -39,6 +39,13 @@ enum {
 
 static const int LANE_ROW[8] = {0, 1, 4, 5, 2, 3, 6, 7};
 
+/* positions per step over a staged super-block: 2 in the AVX-512 build (they share the staged loads) */
+#ifdef KERN_TILE_AVX512
+enum { KQ_NP = 2 };
+#else
+enum { KQ_NP = 1 };
+#endif
+
 /* one super-block of 8 rows, staged; the two halves of each item side by side (one 512-bit vector in the AVX-512
  * build) */
 typedef struct kq_stage {
@@ -131,10 +138,10 @@ INLINE void stage_kq(int t, const unsigned char *const *wr, size_t off, kq_stage
 
 /* msum of the 8 rows (LANE_ROW order): sum_g mn[g] bsums[g] */
 INLINE __m256i msum_kq(const kq_stage *st, const act_q8k *x) {
-    __m256i ms = _mm256_setzero_si256();
+    __m256i ms[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}; /* two chains (latency) */
 #pragma GCC unroll 8
-    for (int k = 0; k < 8; k++) ms = madd_acc(ms, st->mn[k], bcast4(x->bsums + 2 * k));
-    return ms;
+    for (int k = 0; k < 8; k++) ms[k % 2] = madd_acc(ms[k % 2], st->mn[k], bcast4(x->bsums + 2 * k));
+    return _mm256_add_epi32(ms[0], ms[1]);
 }
 
 #ifdef KERN_TILE_AVX512
@@ -146,65 +153,112 @@ INLINE __m512i bcast8z(const void *p) {
 }
 #endif
 
-/* Q4_K, Q2_K: the chains s (acc[0]) and m (acc[1]) of the 8 rows continued by one super-block */
-INLINE void step_gemv(const kq_stage *st, const act_q8k *x, __m256 *acc) {
-#ifdef KERN_TILE_AVX512 /* both halves in one 512-bit vector */
-    __m512i a = _mm512_setzero_si512();
-#pragma GCC unroll 16
-    for (int g = 0; g < 16; g++) {
-        __m512i t = _mm512_add_epi16(_mm512_maddubs_epi16(ld512(st->q[2 * g]), bcast8z(x->qs + 16 * g)),
-                                     _mm512_maddubs_epi16(ld512(st->q[2 * g + 1]), bcast8z(x->qs + 16 * g + 8)));
-        a = _mm512_dpwssd_epi32(a, t, ld512(st->sc[g]));
-    }
-    const __m256i a0 = _mm512_castsi512_si256(a), a1 = _mm512_extracti64x4_epi64(a, 1);
-#else
-    __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
-#pragma GCC unroll 16
-    for (int g = 0; g < 16; g++) {
-        __m256i xa = bcast8(x->qs + 16 * g), xb = bcast8(x->qs + 16 * g + 8);
-        /* two quarters' pair sums of one group: <= 2 * 2 * 15 * 127, int16 */
-        __m256i t0 = _mm256_add_epi16(_mm256_maddubs_epi16(st->q[2 * g][0], xa), _mm256_maddubs_epi16(st->q[2 * g + 1][0], xb));
-        __m256i t1 = _mm256_add_epi16(_mm256_maddubs_epi16(st->q[2 * g][1], xa), _mm256_maddubs_epi16(st->q[2 * g + 1][1], xb));
-        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(t0, st->sc[g][0]));
-        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(t1, st->sc[g][1]));
-    }
-#endif
+/* The float steps of one super-block for one position from its integer sums (8 rows, halves h0 and h1) */
+INLINE void gemv_float(const kq_stage *st, const act_q8k *x, __m256i a0, __m256i a1, __m256 *acc) {
     const __m256i is = _mm256_hadd_epi32(a0, a1), ms = msum_kq(st, x);
     const __m256 xd = _mm256_set1_ps(x->d);
     acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(st->d, xd), acc[0]);
     acc[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(st->dmin, xd), acc[1]);
 }
 
-/* Q6_K, Q5_K, Q3_K: the 8 lane chains of the 8 rows (acc[2i + h]: lane 2j+e is row 4h+j's lane 2i+e) and Q5_K's
- * summs (acc[8], LANE_ROW order) continued by one super-block */
-INLINE void step_lanes(int t, const kq_stage *st, const act_q8k *x, __m256 *acc) {
-#ifdef KERN_TILE_AVX512 /* both halves in one 512-bit vector */
-    __m512i a[4];
+/* Q6_K, Q5_K, Q3_K: the float steps of one super-block for one position from its integer lanes a[i] (half h in
+ * 256-bit part h: lanes 2i, 2i+1 of the half's 4 rows) */
+INLINE void lanes_float(int t, const kq_stage *st, const act_q8k *x, const __m256i a[4][2], __m256 *acc) {
+    const __m256 xd = _mm256_set1_ps(x->d);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m256 dq = _mm256_mul_ps(xd, st->dh[h]);
 #pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) a[i] = _mm512_setzero_si512();
+        for (int i = 0; i < 4; i++) acc[2 * i + h] = _mm256_fmadd_ps(dq, _mm256_cvtepi32_ps(a[i][h]), acc[2 * i + h]);
+    }
+    if (t == GGML_Q5_K)
+        acc[8] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-x->d), st->dmin), _mm256_cvtepi32_ps(msum_kq(st, x)),
+                                 acc[8]);
+}
+
+#ifdef KERN_TILE_AVX512 /* both halves of the 8 rows in one 512-bit vector; NP (1, 2) positions share the loads */
+/* Q4_K, Q2_K: the chains s (acc[0]) and m (acc[1]) of the 8 rows continued by one super-block, for NP positions */
+INLINE void step_gemv(int NP, const kq_stage *st, const act_q8k *const *x, __m256 *const *acc) {
+    __m512i a[2][2]; /* [position][chain]: 2 chains each (the integers are exact: any order) for dpwssd's latency */
+#pragma GCC unroll 2
+    for (int j = 0; j < NP; j++) a[j][0] = a[j][1] = _mm512_setzero_si512();
+#pragma GCC unroll 16
+    for (int g = 0; g < 16; g++) {
+        const __m512i q0 = ld512(st->q[2 * g]), q1 = ld512(st->q[2 * g + 1]), sc = ld512(st->sc[g]);
+#pragma GCC unroll 2
+        for (int j = 0; j < NP; j++) {
+            /* two quarters' pair sums of one group: <= 2 * 2 * 15 * 127, int16 */
+            __m512i t = _mm512_add_epi16(_mm512_maddubs_epi16(q0, bcast8z(x[j]->qs + 16 * g)),
+                                         _mm512_maddubs_epi16(q1, bcast8z(x[j]->qs + 16 * g + 8)));
+            a[j][g % 2] = _mm512_dpwssd_epi32(a[j][g % 2], t, sc);
+        }
+    }
+#pragma GCC unroll 2
+    for (int j = 0; j < NP; j++) {
+        const __m512i s = _mm512_add_epi32(a[j][0], a[j][1]);
+        gemv_float(st, x[j], _mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1), acc[j]);
+    }
+}
+
+/* Q6_K, Q5_K, Q3_K: the 8 lane chains of the 8 rows (acc[2i + h]: lane 2j+e is row 4h+j's lane 2i+e) and Q5_K's
+ * summs (acc[8], LANE_ROW order) continued by one super-block, for NP positions */
+INLINE void step_lanes(int t, int NP, const kq_stage *st, const act_q8k *const *x, __m256 *const *acc) {
+    __m512i a[2][4];
+#pragma GCC unroll 2
+    for (int j = 0; j < NP; j++)
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) a[j][i] = _mm512_setzero_si512();
     const __m512i four = _mm512_set1_epi8(4);
 #pragma GCC unroll 32
     for (int q = 0; q < 32; q++) {
-        const __m512i xq = bcast8z(x->qs + 8 * q);
-        __m512i p = _mm512_maddubs_epi16(ld512(st->q[q]), xq); /* <= 2 * 63 * 127 */
-        if (t == GGML_Q3_K) p = _mm512_sub_epi16(p, _mm512_maddubs_epi16(four, xq));
-        a[q % 4] = _mm512_dpwssd_epi32(a[q % 4], p, ld512(st->sc[q / 2]));
+        const __m512i u = ld512(st->q[q]), sc = ld512(st->sc[q / 2]);
+#pragma GCC unroll 2
+        for (int j = 0; j < NP; j++) {
+            const __m512i xq = bcast8z(x[j]->qs + 8 * q);
+            __m512i p = _mm512_maddubs_epi16(u, xq); /* <= 2 * 63 * 127 */
+            if (t == GGML_Q3_K) p = _mm512_sub_epi16(p, _mm512_maddubs_epi16(four, xq));
+            a[j][q % 4] = _mm512_dpwssd_epi32(a[j][q % 4], p, sc);
+        }
     }
-    if (t == GGML_Q6_K)
+#pragma GCC unroll 2
+    for (int j = 0; j < NP; j++) {
+        __m256i h[4][2];
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) a[i] = _mm512_sub_epi32(a[i], _mm512_madd_epi16(ld512(st->corr[i]), bcast8z(x->bsums + 4 * i)));
-    const __m512 dq = _mm512_mul_ps(_mm512_set1_ps(x->d), _mm512_load_ps((const float *)st->dh));
-    __m512 *acc2 = (__m512 *)(void *)acc;
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) acc2[i] = _mm512_fmadd_ps(dq, _mm512_cvtepi32_ps(a[i]), acc2[i]);
+        for (int i = 0; i < 4; i++) {
+            if (t == GGML_Q6_K)
+                a[j][i] = _mm512_sub_epi32(a[j][i], _mm512_madd_epi16(ld512(st->corr[i]), bcast8z(x[j]->bsums + 4 * i)));
+            h[i][0] = _mm512_castsi512_si256(a[j][i]), h[i][1] = _mm512_extracti64x4_epi64(a[j][i], 1);
+        }
+        lanes_float(t, st, x[j], (const __m256i(*)[2])h, acc[j]);
+    }
+}
 #else
+/* Q4_K, Q2_K: the chains s (acc[0]) and m (acc[1]) of the 8 rows continued by one super-block (NP = 1) */
+INLINE void step_gemv(int NP, const kq_stage *st, const act_q8k *const *x, __m256 *const *acc) {
+    (void)NP;
+    __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
+#pragma GCC unroll 16
+    for (int g = 0; g < 16; g++) {
+        __m256i xa = bcast8(x[0]->qs + 16 * g), xb = bcast8(x[0]->qs + 16 * g + 8);
+        /* two quarters' pair sums of one group: <= 2 * 2 * 15 * 127, int16 */
+        __m256i t0 = _mm256_add_epi16(_mm256_maddubs_epi16(st->q[2 * g][0], xa), _mm256_maddubs_epi16(st->q[2 * g + 1][0], xb));
+        __m256i t1 = _mm256_add_epi16(_mm256_maddubs_epi16(st->q[2 * g][1], xa), _mm256_maddubs_epi16(st->q[2 * g + 1][1], xb));
+        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(t0, st->sc[g][0]));
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(t1, st->sc[g][1]));
+    }
+    gemv_float(st, x[0], a0, a1, acc[0]);
+}
+
+/* Q6_K, Q5_K, Q3_K: as the AVX-512 build's, for one position (NP = 1) */
+INLINE void step_lanes(int t, int NP, const kq_stage *st, const act_q8k *const *x, __m256 *const *acc) {
+    (void)NP;
     __m256i a[4][2];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) a[i][0] = a[i][1] = _mm256_setzero_si256();
     const __m256i four = _mm256_set1_epi8(4);
 #pragma GCC unroll 32
     for (int q = 0; q < 32; q++) {
-        const __m256i xq = bcast8(x->qs + 8 * q);
+        const __m256i xq = bcast8(x[0]->qs + 8 * q);
         /* Q3_K: the offset per value, maddubs(u, x) - maddubs(4, x) on the pairs (<= 2 * 7 * 127 + 2 * 4 * 127) */
         const __m256i m4 = t == GGML_Q3_K ? _mm256_maddubs_epi16(four, xq) : _mm256_setzero_si256();
 #pragma GCC unroll 2
@@ -217,22 +271,13 @@ INLINE void step_lanes(int t, const kq_stage *st, const act_q8k *x, __m256 *acc)
     if (t == GGML_Q6_K)
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
-            const __m256i bs = bcast8(x->bsums + 4 * i);
+            const __m256i bs = bcast8(x[0]->bsums + 4 * i);
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) a[i][h] = _mm256_sub_epi32(a[i][h], _mm256_madd_epi16(st->corr[i][h], bs));
         }
-    const __m256 xd = _mm256_set1_ps(x->d);
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-        const __m256 dq = _mm256_mul_ps(xd, st->dh[h]);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) acc[2 * i + h] = _mm256_fmadd_ps(dq, _mm256_cvtepi32_ps(a[i][h]), acc[2 * i + h]);
-    }
-#endif
-    if (t == GGML_Q5_K)
-        acc[8] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-x->d), st->dmin), _mm256_cvtepi32_ps(msum_kq(st, x)),
-                                 acc[8]);
+    lanes_float(t, st, x[0], (const __m256i(*)[2])a, acc[0]);
 }
+#endif
 
 /* the accumulators per position: 2 (Q4_K, Q2_K: s, m), 8 lanes (Q6_K, Q3_K), 8 lanes + summs (Q5_K) */
 enum { NACC = 9 };
@@ -283,11 +328,18 @@ INLINE void mm_tile_kq(int t, const unsigned char *w, size_t rb, int cols, const
                                 _mm_prefetch((const char *)wr[i] + (size_t)(k0 + k + KQ_KB) * bb + o, _MM_HINT_T0);
                     stage_kq(t, wr, (size_t)(k0 + k) * bb, &st[k]);
                 }
-                for (int p = 0; p < np; p++) {
-                    const act_q8k *xb = xg[p] + k0;
+                for (int p = 0; p < np; p += KQ_NP) {
+                    const int two = KQ_NP == 2 && p + 1 < np;
                     for (int k = 0; k < kn; k++) {
-                        if (t == GGML_Q4_K || t == GGML_Q2_K) step_gemv(&st[k], &xb[k], acc[p]);
-                        else step_lanes(t, &st[k], &xb[k], acc[p]);
+                        const act_q8k *xk[2] = {xg[p] + k0 + k, xg[p + two] + k0 + k};
+                        __m256 *ak[2] = {acc[p], acc[p + two]};
+                        if (t == GGML_Q4_K || t == GGML_Q2_K) {
+                            if (two) step_gemv(2, &st[k], xk, ak);
+                            else step_gemv(1, &st[k], xk, ak);
+                        } else {
+                            if (two) step_lanes(t, 2, &st[k], xk, ak);
+                            else step_lanes(t, 1, &st[k], xk, ak);
+                        }
                     }
                 }
             }

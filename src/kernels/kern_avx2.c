@@ -388,10 +388,153 @@ INLINE __m256i kq_lanes_avx2(int t, const kq_prep *p, const act_q8k *x) {
     return _mm256_sub_epi32(acc, _mm256_madd_epi16(p->corr, bs));
 }
 
+/* Q4_K straight from its layout (blocks of few positions, decode): the 8 6-bit scales and mins by ggml's 32-bit
+ * mask steps, the nibbles by and/shift, maddubs with the activations and madd with the chunk's scale; the same
+ * exact isum and msum as kq_dot_ints, then the same two fma chains, so the scalar table's bits. */
+INLINE void q4k_scales(const unsigned char *blk, uint8_t sc[8], uint8_t mn[8]) {
+    uint32_t u[3], v[4];
+    memcpy(u, blk + 4, 12);
+    v[0] = u[0] & 0x3f3f3f3fu;
+    v[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    v[2] = u[1] & 0x3f3f3f3fu;
+    v[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    memcpy(sc, v, 8);
+    memcpy(mn, v + 2, 8);
+}
+
+INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
+    float s[4][4] = {{0}}, m[4][4] = {{0}};
+    const __m256i m15 = _mm256_set1_epi8(15);
+    for (int b = 0; b < nb; b++) {
+        prefetch_rows(R, wr, (size_t)b * 144, pf);
+        prefetch_rows(R, wr, (size_t)b * 144 + 64, pf);
+        prefetch_rows(R, wr, (size_t)b * 144 + 128, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 144;
+            uint8_t sc[8], mn[8];
+            q4k_scales(blk, sc, mn);
+            int64_t mn8, sc8;
+            memcpy(&mn8, mn, 8);
+            memcpy(&sc8, sc, 8);
+            /* each min twice (groups 2s, 2s+1 of 16 values) as int16, against the 16 group sums */
+            const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn8));
+            const __m256i mnd = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+            /* the scales as int16 in both 128-bit lanes; scale s over all 16 lanes by one byte shuffle */
+            const __m128i s16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc8));
+            const __m256i sv = _mm256_set_m128i(s16, s16);
+            __m256i scs[8];
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) scs[k] = _mm256_shuffle_epi8(sv, _mm256_set1_epi16((short)(0x0100 + 0x0202 * k)));
+            const float dw = blk_d(blk), dmw = blk_d(blk + 2);
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) {
+                const act_q8k *x = &xp[j][b];
+                __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * c));
+                    const __m256i lo = _mm256_and_si256(q, m15), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m15);
+                    const __m256i xl = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 64 * c));
+                    const __m256i xh = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 64 * c + 32));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), scs[2 * c]));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), scs[2 * c + 1]));
+                }
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
+                /* isum and msum reduced together: [isum lanes | msum lanes] folded to lanes 0 and 4 */
+                __m256i t = _mm256_hadd_epi32(acc, _mm256_madd_epi16(mnd, bs)); /* a01 a23 m01 m23 | a45 a67 m45 m67 */
+                t = _mm256_hadd_epi32(t, t);                                    /* A0 M0 . . | A1 M1 . . */
+                const __m128i r2 = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+                const int32_t is = _mm_cvtsi128_si32(r2), ms = _mm_extract_epi32(r2, 1);
+                s[i][j] = fmaf((float)is, dw * x->d, s[i][j]);
+                m[i][j] = fmaf((float)ms, dmw * x->d, m[i][j]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = s[i][j] - m[i][j];
+}
+
+/* Q6_K straight from its layout (blocks of few positions, decode): per 32-value chunk c the 6-bit levels from the
+ * nibbles of ql and 2 bits of qh (kquant.h's placement), maddubs with the activations, madd with the chunk's two
+ * group scales; the offset 32 through the bsums; the 8 lanes of kq_lanes_ggml exactly, then the same per-lane fma
+ * chain and hsum8: the scalar table's bits. */
+INLINE void tile_q6k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
+    __m256 acc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) acc[i][j] = _mm256_setzero_ps();
+    const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+    for (int b = 0; b < nb; b++) {
+        prefetch_rows(R, wr, (size_t)b * 210, pf);
+        prefetch_rows(R, wr, (size_t)b * 210 + 64, pf);
+        prefetch_rows(R, wr, (size_t)b * 210 + 128, pf);
+        prefetch_rows(R, wr, (size_t)b * 210 + 192, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 210;
+            const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)(blk + 192));
+            const __m256i sc16 = _mm256_cvtepi8_epi16(sc8); /* the 16 group scales */
+            /* chunk c's scales: sc[2c] over the low 8 int16 lanes, sc[2c+1] over the high 8 */
+            const __m256i lohi = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2,
+                                                  3, 2, 3, 2, 3, 2, 3);
+            __m256i scs[8];
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) /* (sc[2c], sc[2c+1]) in every 32-bit lane, then spread */
+                scs[c] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(c)), lohi);
+            const float dw = blk_d(blk + 208);
+            __m256i u[8]; /* the levels of the 8 chunks */
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 64 * h));
+                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 64 * h + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 128 + 32 * h));
+                u[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, m15), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+                u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m15),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+                u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+                u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+            }
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) {
+                const act_q8k *x = &xp[j][b];
+                __m256i lanes = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                for (int c = 0; c < 8; c++) {
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 32 * c));
+                    lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], q), scs[c]));
+                }
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
+                lanes = _mm256_sub_epi32(lanes, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
+                acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(lanes), acc[i][j]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = hsum8(acc[i][j]);
+}
+
 /* R rows x P positions over all super-blocks: per (row, position) one float chain, the scalar table's expression
  * per super-block (so the bits equal the scalar reference's) */
 INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                     float *y, int ldy, int p0, size_t pf) {
+    if (t == GGML_Q4_K) {
+        tile_q4k(R, P, wr, ri, nb, xp, y, ldy, p0, pf);
+        return;
+    }
+    if (t == GGML_Q6_K) {
+        tile_q6k(R, P, wr, ri, nb, xp, y, ldy, p0, pf);
+        return;
+    }
     const int bb = t == GGML_Q2_K ? 84 : t == GGML_Q3_K ? 110 : t == GGML_Q4_K ? 144 : t == GGML_Q5_K ? 176 : 210;
     kq_prep prep;
     if (t == GGML_Q6_K || t == GGML_Q5_K || t == GGML_Q3_K) { /* ggml's 8-lane chains (kq_lanes_ggml) */

@@ -128,7 +128,11 @@ static void mm_tile_q4(const unsigned char *w, size_t rb, int cols, const void *
                 const int kn = nb - k0 < KB ? nb - k0 : KB;
                 for (int k = 0; k < kn; k++) {
                     if (((k0 + k) * bb & 63) < bb)
-                        for (int i = 0; i < TR; i++) _mm_prefetch((const char *)wr[i] + (size_t)(k0 + k) * bb + 512, _MM_HINT_T0);
+                        for (int i = 0; i < TR; i++) {
+                            _mm_prefetch((const char *)wr[i] + (size_t)(k0 + k) * bb + 512, _MM_HINT_T0);
+                            /* the next row group's same line into L2: a whole group ahead of the stream */
+                            if (r + TR + i < r1) _mm_prefetch((const char *)wr[i] + (size_t)TR * rb + (size_t)(k0 + k) * bb, _MM_HINT_T1);
+                        }
                     stage_q4(wr, k0 + k, sv + 8 * k, sd + 8 * k);
                 }
                 for (int p = 0; p < np; p++) {

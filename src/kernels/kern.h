@@ -31,8 +31,9 @@ typedef struct act_q8 {
 
 /* w: [rows][row_bytes] weights; x: [n][x_stride bytes] float rows (float types) or activation block rows (quantized);
  * y: [n][ldy] floats. cols: elements per row. */
-typedef void (*kern_mm_fn)(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
-                           float *y, int ldy, int r0, int r1);
+typedef void kern_mm(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
+                     float *y, int ldy, int r0, int r1);
+typedef kern_mm *kern_mm_fn;
 
 typedef struct kern_ops {
     const char *name;  /* "scalar" or "avx2" */

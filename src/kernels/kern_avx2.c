@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "kernels/kern_avx2_inl.h"
 #include "kernels/kern_avx512.h"
 #include "kernels/kern_tile.h"
 #include "kernels/kq_levels_avx2.h"
@@ -27,12 +28,6 @@
 #define INLINE static inline __attribute__((always_inline))
 #define PREFETCH_AHEAD 1024
 
-INLINE float hsum8(__m256 v) {
-    __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
-    return _mm_cvtss_f32(lo);
-}
 
 INLINE float hmax8(__m256 v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -56,20 +51,7 @@ INLINE __m128 hsum8x4(const __m256 v[4]) {
 }
 
 /* ------------------------------------------------------------------ float weight types */
-enum { T_F32, T_F16, T_BF16 };
 
-INLINE __m256 ld8(int t, const unsigned char *w, int c) {
-    if (t == T_F32) return _mm256_loadu_ps((const float *)(const void *)w + c);
-    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)(const void *)w + c));
-    if (t == T_F16) return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-INLINE float ld1(int t, const unsigned char *w, int c) {
-    if (t == T_F32) return ((const float *)(const void *)w)[c];
-    uint16_t h;
-    memcpy(&h, w + 2 * (size_t)c, 2);
-    return t == T_F16 ? fp16_to_f32(h) : bf16_to_f32(h);
-}
 
 enum { COL_CHUNK = 2048, POS_GROUP = 32 }; /* columns per pass (multiple of 32); most positions per pass over rows */
 
@@ -111,14 +93,14 @@ INLINE void step_float(int t, int R, int P, const unsigned char *const *wr, int 
         for (int j = 0; j < P; j++) xv[j] = _mm256_loadu_ps(xp[j] + c);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
-            __m256 wv = ld8(t, wr[i], c);
+            __m256 wv = kern_ld8(t, wr[i], c);
 #pragma GCC unroll 4
             for (int j = 0; j < P; j++) r[i][j] = _mm256_fmadd_ps(wv, xv[j], r[i][j]);
         }
     } else {
         __m256 wv[4];
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++) wv[i] = ld8(t, wr[i], c);
+        for (int i = 0; i < R; i++) wv[i] = kern_ld8(t, wr[i], c);
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) {
             __m256 xv = _mm256_loadu_ps(xp[j] + c);
@@ -135,7 +117,7 @@ INLINE void step_float(int t, int R, int P, const unsigned char *const *wr, int 
  * group while this one computes). */
 INLINE void tile_float(int t, int R, int P, const unsigned char *const *wr, int cb, int ce, const float *const *xp,
                        __m256 *acc, size_t pf) {
-    const int esz = t == T_F32 ? 4 : 2;
+    const int esz = t == KF_F32 ? 4 : 2;
     __m256 r[4][4];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
@@ -186,8 +168,8 @@ INLINE void rows_float(int t, int R, int PT, const unsigned char *const *wr, con
     }
     for (int i = 0; i < R; i++)
         for (int j = 0; j < n; j++) {
-            float s = c8 ? hsum8(acc[i * POS_GROUP + j]) : 0.0f; /* no full 8-column step: tail only */
-            for (int cc = c8; cc < cols; cc++) s += ld1(t, wr[i], cc) * xp[j][cc];
+            float s = c8 ? kern_hsum8(acc[i * POS_GROUP + j]) : 0.0f; /* no full 8-column step: tail only */
+            for (int cc = c8; cc < cols; cc++) s += kern_ld1(t, wr[i], cc) * xp[j][cc];
             y[(size_t)j * ldy + ri[i]] = s;
         }
 }
@@ -249,9 +231,9 @@ INLINE int pos_group(size_t xs) {
  * activation at a time), so blocks of 4, 8, 12, 16 are whole tiles and each weight is converted once per 4
  * positions (measured 3-4% faster than 4 x 3 at k = 8 and 16). f32: 4 rows x 3 positions (3 activations held); its
  * 4-byte weights load the L2 hardest, and 3 x 4 measured no better. */
-ROWS_MM(mm_f32_avx2, rows_float, T_F32, 4, 3)
-ROWS_MM(mm_f16_avx2, rows_float, T_F16, 3, 4)
-ROWS_MM(mm_bf16_avx2, rows_float, T_BF16, 3, 4)
+ROWS_MM(mm_f32_avx2, rows_float, KF_F32, 4, 3)
+ROWS_MM(mm_f16_avx2, rows_float, KF_F16, 3, 4)
+ROWS_MM(mm_bf16_avx2, rows_float, KF_BF16, 3, 4)
 
 /* ------------------------------------------------------------------ quantized weight types (x as q8 blocks) */
 enum { T_Q8_0, T_Q4_0 };
@@ -304,7 +286,7 @@ INLINE void tile_quant(int t, int R, int P, const unsigned char *const *wr, cons
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = hsum8(r[i][j]);
+        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = kern_hsum8(r[i][j]);
 }
 
 /* Rows wr[0..R) against all n positions in ceil(n / PT) tiles of even sizes; pf in the first tile only (the later
@@ -520,7 +502,7 @@ INLINE void tile_q6k(int R, int P, const unsigned char *const *wr, const int *ri
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = hsum8(acc[i][j]);
+        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = kern_hsum8(acc[i][j]);
 }
 
 /* R rows x P positions over all super-blocks: per (row, position) one float chain, the scalar table's expression
@@ -567,7 +549,7 @@ INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const i
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
-            for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = hsum8(acc[i][j]) + summs[i][j];
+            for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = kern_hsum8(acc[i][j]) + summs[i][j];
         return;
     }
     float s[4][4] = {{0}}, m[4][4] = {{0}}; /* Q4_K, Q2_K: the scalar table's two fma chains */
@@ -620,7 +602,7 @@ static float dot_avx2(const float *a, const float *b, int n) {
     __m256 acc = _mm256_setzero_ps();
     int i = 0;
     for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-    float s = hsum8(acc);
+    float s = kern_hsum8(acc);
     for (; i < n; i++) s += a[i] * b[i];
     return s;
 }
@@ -793,7 +775,7 @@ static float softmax_avx2(float *s, int n) {
         _mm256_maskstore_ps(s + n8, k, e);
         sum = _mm256_add_ps(sum, e);
     }
-    return hsum8(sum);
+    return kern_hsum8(sum);
 }
 
 /* the scale from kern_rms_scale (as the scalar table), the scaling as the scalar table does it */
@@ -932,8 +914,8 @@ INLINE double peak_float_tile(int t, int R, int P, long iters) {
     for (int i = 0; i < 4; i++)
         for (int c = 0; c < 8; c++) {
             float v = 0.001f * (float)(i * 8 + c + 1);
-            uint16_t h = t == T_F16 ? f32_to_fp16(v) : f32_to_bf16(v);
-            if (t == T_F32) memcpy(wbuf[i] + 4 * c, &v, 4);
+            uint16_t h = t == KF_F16 ? f32_to_fp16(v) : f32_to_bf16(v);
+            if (t == KF_F32) memcpy(wbuf[i] + 4 * c, &v, 4);
             else memcpy(wbuf[i] + 2 * c, &h, 2);
             xbuf[i][c] = 1e-7f * (float)(i + 1);
         }
@@ -954,12 +936,12 @@ INLINE double peak_float_tile(int t, int R, int P, long iters) {
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) sum = _mm256_add_ps(sum, r[i][j]);
-    volatile float sink = hsum8(sum);
+    volatile float sink = kern_hsum8(sum);
     (void)sink;
     return (double)iters * 8 * R * P;
 }
 INLINE double peak_float(int t, long iters) {
-    return t == T_F32 ? peak_float_tile(t, 4, 3, iters) : peak_float_tile(t, 3, 4, iters);
+    return t == KF_F32 ? peak_float_tile(t, 4, 3, iters) : peak_float_tile(t, 3, 4, iters);
 }
 
 INLINE double peak_quant(int t, long iters) {
@@ -1002,16 +984,16 @@ INLINE double peak_quant(int t, long iters) {
     }
     __m256 sum = a[0];
     for (int i = 1; i < 8; i++) sum = _mm256_add_ps(sum, a[i]);
-    volatile float sink = hsum8(sum);
+    volatile float sink = kern_hsum8(sum);
     (void)sink;
     return (double)iters * 256;
 }
 
 static double peak_avx2(uint32_t type, long iters) {
     switch (type) {
-    case GGML_F32: return peak_float(T_F32, iters);
-    case GGML_F16: return peak_float(T_F16, iters);
-    case GGML_BF16: return peak_float(T_BF16, iters);
+    case GGML_F32: return peak_float(KF_F32, iters);
+    case GGML_F16: return peak_float(KF_F16, iters);
+    case GGML_BF16: return peak_float(KF_BF16, iters);
     case GGML_Q8_0: return peak_quant(T_Q8_0, iters);
     case GGML_Q4_0: return peak_quant(T_Q4_0, iters);
     default: return 0;
@@ -1044,9 +1026,9 @@ enum { AVX512_MIN = 6, AVX512_MIN_Q8 = 4 };
         if (n >= AVX512_MIN) kern_avx512_mm_float(T512, w, rb, cols, x, xs, n, y, ldy, r0, r1);                   \
         else AVX2FN(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                                       \
     }
-MM_512(mm_f32_avx512, KERN512_F32, mm_f32_avx2)
-MM_512(mm_f16_avx512, KERN512_F16, mm_f16_avx2)
-MM_512(mm_bf16_avx512, KERN512_BF16, mm_bf16_avx2)
+MM_512(mm_f32_avx512, KF_F32, mm_f32_avx2)
+MM_512(mm_f16_avx512, KF_F16, mm_f16_avx2)
+MM_512(mm_bf16_avx512, KF_BF16, mm_bf16_avx2)
 /* the K-quant and q4_0 tiles in their AVX-512 VNNI builds */
 KQ_MM(mm_q2_k_vnni, mm_q2_k_rows, kern_tile_mm_q2_k_vnni)
 KQ_MM(mm_q3_k_vnni, mm_q3_k_rows, kern_tile_mm_q3_k_vnni)

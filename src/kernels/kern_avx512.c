@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "kernels/kern.h"
-#include "util/fp16.h"
+#include "kernels/kern_avx2_inl.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -31,28 +31,6 @@ enum {
     CC = 512,     /* columns per staged chunk: 4 pairs x 512 x 8 bytes = 16 KiB */
     PG_MAX = 64   /* most positions per group */
 };
-
-/* the same hsum8 as kern_avx2.c: (lane i + lane i+4), then (0)+(2) and (1)+(3), then those two */
-INLINE float hsum8(__m256 v) {
-    __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
-    return _mm_cvtss_f32(lo);
-}
-
-/* 8 weights of a row from column c, as floats */
-INLINE __m256 ld8(int t, const unsigned char *w, int c) {
-    if (t == KERN512_F32) return _mm256_loadu_ps((const float *)(const void *)w + c);
-    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)(const void *)w + c));
-    if (t == KERN512_F16) return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-INLINE float ld1(int t, const unsigned char *w, int c) {
-    if (t == KERN512_F32) return ((const float *)(const void *)w)[c];
-    uint16_t h;
-    memcpy(&h, w + 2 * (size_t)c, 2);
-    return t == KERN512_F16 ? fp16_to_f32(h) : bf16_to_f32(h);
-}
 
 /* The bytes [end, end + len) of the group's 2 KP rows wr (the next chunk: end = off + len), or when this chunk
  * [off, off + len) is the rows' last (row_len bytes used), the first chunk of the next row group (rows r + 2 KP..,
@@ -97,68 +75,18 @@ INLINE void tile(int K, int P, const __m512 *sw, int n8, const float *const *xp,
         for (int j = 0; j < P; j++) acc[i * PG_MAX + j] = r[i][j];
 }
 
-#define WITH_P(K, P, ...)                                                                                         \
+/* fn(K, P, ...) with P (1..6, at most the tile limit of fn's caller) a compile-time constant */
+#define WITH_P(fn, K, P, ...)                                                                                     \
     do {                                                                                                          \
         switch (P) {                                                                                              \
-        case 6: tile(K, 6, __VA_ARGS__); break;                                                                   \
-        case 5: tile(K, 5, __VA_ARGS__); break;                                                                   \
-        case 4: tile(K, 4, __VA_ARGS__); break;                                                                   \
-        case 3: tile(K, 3, __VA_ARGS__); break;                                                                   \
-        case 2: tile(K, 2, __VA_ARGS__); break;                                                                   \
-        default: tile(K, 1, __VA_ARGS__); break;                                                                  \
+        case 6: fn(K, 6, __VA_ARGS__); break;                                                                     \
+        case 5: fn(K, 5, __VA_ARGS__); break;                                                                     \
+        case 4: fn(K, 4, __VA_ARGS__); break;                                                                     \
+        case 3: fn(K, 3, __VA_ARGS__); break;                                                                     \
+        case 2: fn(K, 2, __VA_ARGS__); break;                                                                     \
+        default: fn(K, 1, __VA_ARGS__); break;                                                                    \
         }                                                                                                         \
     } while (0)
-
-INLINE void mm_float(int t, const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,
-                     int ldy, int r0, int r1) {
-    const int c8 = cols & ~7, esz = t == KERN512_F32 ? 4 : 2;
-    _Alignas(64) __m512 sw[KP * (CC / 8)]; /* [pair][CC / 8]: weights of rows A | B, 8 columns each */
-    _Alignas(64) __m512 acc[KP * PG_MAX];  /* [pair][position] */
-    size_t g = ((size_t)256 << 10) / xs;
-    const int pg = g > PG_MAX ? PG_MAX : g < 1 ? 1 : (int)g;
-    for (int p0 = 0; p0 < n; p0 += pg) {
-        const int np = n - p0 < pg ? n - p0 : pg;
-        const float *xp[PG_MAX];
-        for (int p = 0; p < np; p++) xp[p] = (const float *)(const void *)((const char *)x + (size_t)(p0 + p) * xs);
-        for (int r = r0; r < r1; r += 2 * KP) {
-            const int R = r1 - r < 2 * KP ? r1 - r : 2 * KP, K = (R + 1) / 2;
-            const unsigned char *wr[2 * KP];
-            for (int i = 0; i < 2 * KP; i++) wr[i] = w + (size_t)(r + (i < R ? i : R - 1)) * rb; /* repeats: unused */
-            for (int cb = 0; cb < c8; cb += CC) {
-                const int n8 = (c8 - cb < CC ? c8 - cb : CC) / 8;
-                prefetch_next(w, rb, wr, r, r1, (size_t)cb * esz, (size_t)CC * esz, (size_t)c8 * esz);
-                for (int i = 0; i < K; i++)
-                    for (int s = 0; s < n8; s++) {
-                        const int c = cb + 8 * s;
-                        sw[i * (CC / 8) + s] = _mm512_castpd_ps(_mm512_insertf64x4(
-                            _mm512_castpd256_pd512(_mm256_castps_pd(ld8(t, wr[2 * i], c))),
-                            _mm256_castps_pd(ld8(t, wr[2 * i + 1], c)), 1));
-                    }
-                const int nt = (np + PT - 1) / PT;
-                for (int ti = 0, p = 0; ti < nt; ti++) {
-                    const int P = (np - p) / (nt - ti);
-                    switch (K) {
-                    case 4: WITH_P(4, P, sw, n8, xp + p, cb, acc + p, cb == 0); break;
-                    case 3: WITH_P(3, P, sw, n8, xp + p, cb, acc + p, cb == 0); break;
-                    case 2: WITH_P(2, P, sw, n8, xp + p, cb, acc + p, cb == 0); break;
-                    default: WITH_P(1, P, sw, n8, xp + p, cb, acc + p, cb == 0); break;
-                    }
-                    p += P;
-                }
-            }
-            for (int i = 0; i < R; i++)
-                for (int p = 0; p < np; p++) {
-                    float s = 0.0f; /* no full 8-column step: tail only */
-                    if (c8) {
-                        const __m512d a = _mm512_castps_pd(acc[(i / 2) * PG_MAX + p]);
-                        s = hsum8(_mm256_castpd_ps(i % 2 ? _mm512_extractf64x4_pd(a, 1) : _mm512_castpd512_pd256(a)));
-                    }
-                    for (int cc = c8; cc < cols; cc++) s += ld1(t, wr[i], cc) * xp[p][cc];
-                    y[(size_t)(p0 + p) * ldy + r + i] = s;
-                }
-        }
-    }
-}
 
 /* ------------------------------------------------------------------ q8_0 */
 /* The AVX2 kernel's chains: per (row, position) 8 lanes, lane l of a 32-block the exact integer sum of its values
@@ -220,63 +148,92 @@ INLINE void tile_q8(int K, int P, const q8_stage *stg, int kn, const act_q8 *con
 }
 
 enum { PT8 = 4 }; /* q8_0 tiles: up to 4 pairs x 4 positions */
-#define WITH_P8(K, P, ...)                                                                                        \
-    do {                                                                                                          \
-        switch (P) {                                                                                              \
-        case 4: tile_q8(K, 4, __VA_ARGS__); break;                                                                \
-        case 3: tile_q8(K, 3, __VA_ARGS__); break;                                                                \
-        case 2: tile_q8(K, 2, __VA_ARGS__); break;                                                                \
-        default: tile_q8(K, 1, __VA_ARGS__); break;                                                               \
-        }                                                                                                         \
-    } while (0)
+/* (q8_0 tiles never take 5 or 6 positions: PT8 = 4) */
 
-void kern_avx512_mm_q8_0(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y, int ldy,
-                         int r0, int r1) {
-    const int nb = cols / 32;
-    _Alignas(64) q8_stage stg[KP * QKB];  /* [pair][block of the chunk] */
-    _Alignas(64) __m512 acc[KP * PG_MAX]; /* [pair][position] */
+/* ------------------------------------------------------------------ the walk of both */
+enum { K_Q8 = 3 }; /* kind: a float kind (KF_*) or q8_0 */
+
+/* Positions in groups whose activations stay in L2 (256 KiB); for each group, groups of KP row pairs; the columns in
+ * chunks (CC columns / QKB blocks) staged for the pairs, the next chunk prefetched, every tile of positions over
+ * it; then each row's chain: its half of the pair's vector, hsum8, and (float types) the tail columns. */
+INLINE void mm_pairs(int kind, const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,
+                     int ldy, int r0, int r1) {
+    const int q8 = kind == K_Q8, esz = kind == KF_F32 ? 4 : 2;
+    const int c8 = cols & ~7;                                /* float types: columns in whole 8-column steps */
+    const int nsteps = q8 ? cols / 32 : c8 / 8;              /* steps: 32-blocks or 8-column steps */
+    const int chunk = q8 ? QKB : CC / 8;                     /* steps per staged chunk */
+    const size_t step_bytes = q8 ? 34 : (size_t)8 * esz;     /* weight bytes per step of a row */
+    _Alignas(64) __m512 sw[KP * (CC / 8)];                   /* float types: [pair][step] weights of rows A | B */
+    _Alignas(64) q8_stage stg[KP * QKB];                     /* q8_0: [pair][block] */
+    _Alignas(64) __m512 acc[KP * PG_MAX];                    /* [pair][position] */
     size_t g = ((size_t)256 << 10) / xs;
     const int pg = g > PG_MAX ? PG_MAX : g < 1 ? 1 : (int)g;
     for (int p0 = 0; p0 < n; p0 += pg) {
         const int np = n - p0 < pg ? n - p0 : pg;
-        const act_q8 *xp[PG_MAX];
-        for (int p = 0; p < np; p++) xp[p] = (const act_q8 *)(const void *)((const char *)x + (size_t)(p0 + p) * xs);
+        const void *xp[PG_MAX];
+        for (int p = 0; p < np; p++) xp[p] = (const char *)x + (size_t)(p0 + p) * xs;
         for (int r = r0; r < r1; r += 2 * KP) {
             const int R = r1 - r < 2 * KP ? r1 - r : 2 * KP, K = (R + 1) / 2;
             const unsigned char *wr[2 * KP];
             for (int i = 0; i < 2 * KP; i++) wr[i] = w + (size_t)(r + (i < R ? i : R - 1)) * rb; /* repeats: unused */
-            for (int k0 = 0; k0 < nb; k0 += QKB) {
-                const int kn = nb - k0 < QKB ? nb - k0 : QKB;
-                prefetch_next(w, rb, wr, r, r1, (size_t)k0 * 34, (size_t)QKB * 34, (size_t)nb * 34);
+            for (int s0 = 0; s0 < nsteps; s0 += chunk) {
+                const int sn = nsteps - s0 < chunk ? nsteps - s0 : chunk;
+                prefetch_next(w, rb, wr, r, r1, (size_t)s0 * step_bytes, (size_t)chunk * step_bytes,
+                              (size_t)nsteps * step_bytes);
                 for (int i = 0; i < K; i++)
-                    for (int k = 0; k < kn; k++)
-                        stage_q8(wr[2 * i] + (size_t)(k0 + k) * 34, wr[2 * i + 1] + (size_t)(k0 + k) * 34, &stg[i * QKB + k]);
-                const int nt = (np + PT8 - 1) / PT8;
+                    for (int k = 0; k < sn; k++) {
+                        if (q8) {
+                            stage_q8(wr[2 * i] + (size_t)(s0 + k) * 34, wr[2 * i + 1] + (size_t)(s0 + k) * 34, &stg[i * QKB + k]);
+                            continue;
+                        }
+                        const int c = 8 * (s0 + k);
+                        sw[i * (CC / 8) + k] = _mm512_castpd_ps(_mm512_insertf64x4(
+                            _mm512_castpd256_pd512(_mm256_castps_pd(kern_ld8(kind, wr[2 * i], c))),
+                            _mm256_castps_pd(kern_ld8(kind, wr[2 * i + 1], c)), 1));
+                    }
+                const int pt = q8 ? PT8 : PT, nt = (np + pt - 1) / pt;
                 for (int ti = 0, p = 0; ti < nt; ti++) {
                     const int P = (np - p) / (nt - ti);
+                    const float *const *xf = (const float *const *)(xp + p);
+                    const act_q8 *const *xq = (const act_q8 *const *)(xp + p);
+#define TILES(KK)                                                                                                 \
+    do {                                                                                                          \
+        if (q8) WITH_P(tile_q8, KK, P > PT8 ? PT8 : P, stg, sn, xq, s0, acc + p, s0 == 0);                        \
+        else WITH_P(tile, KK, P, sw, sn, xf, 8 * s0, acc + p, s0 == 0);                                           \
+    } while (0)
                     switch (K) {
-                    case 4: WITH_P8(4, P, stg, kn, xp + p, k0, acc + p, k0 == 0); break;
-                    case 3: WITH_P8(3, P, stg, kn, xp + p, k0, acc + p, k0 == 0); break;
-                    case 2: WITH_P8(2, P, stg, kn, xp + p, k0, acc + p, k0 == 0); break;
-                    default: WITH_P8(1, P, stg, kn, xp + p, k0, acc + p, k0 == 0); break;
+                    case 4: TILES(4); break;
+                    case 3: TILES(3); break;
+                    case 2: TILES(2); break;
+                    default: TILES(1); break;
                     }
+#undef TILES
                     p += P;
                 }
             }
             for (int i = 0; i < R; i++)
                 for (int p = 0; p < np; p++) {
-                    const __m512d a = _mm512_castps_pd(acc[(i / 2) * PG_MAX + p]);
-                    y[(size_t)(p0 + p) * ldy + r + i] =
-                        hsum8(_mm256_castpd_ps(i % 2 ? _mm512_extractf64x4_pd(a, 1) : _mm512_castpd512_pd256(a)));
+                    float s = 0.0f; /* float types with no full 8-column step: the tail only */
+                    if (nsteps) {
+                        const __m512d a = _mm512_castps_pd(acc[(i / 2) * PG_MAX + p]);
+                        s = kern_hsum8(_mm256_castpd_ps(i % 2 ? _mm512_extractf64x4_pd(a, 1) : _mm512_castpd512_pd256(a)));
+                    }
+                    for (int cc = c8; !q8 && cc < cols; cc++) s += kern_ld1(kind, wr[i], cc) * ((const float *)xp[p])[cc];
+                    y[(size_t)(p0 + p) * ldy + r + i] = s;
                 }
         }
     }
 }
 
+void kern_avx512_mm_q8_0(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y, int ldy,
+                         int r0, int r1) {
+    mm_pairs(K_Q8, w, rb, cols, x, xs, n, y, ldy, r0, r1);
+}
+
 void kern_avx512_mm_float(int t, const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,
                           int ldy, int r0, int r1) {
-    if (t == KERN512_F16) mm_float(KERN512_F16, w, rb, cols, x, xs, n, y, ldy, r0, r1);
-    else if (t == KERN512_BF16) mm_float(KERN512_BF16, w, rb, cols, x, xs, n, y, ldy, r0, r1);
-    else mm_float(KERN512_F32, w, rb, cols, x, xs, n, y, ldy, r0, r1);
+    if (t == KF_F16) mm_pairs(KF_F16, w, rb, cols, x, xs, n, y, ldy, r0, r1);
+    else if (t == KF_BF16) mm_pairs(KF_BF16, w, rb, cols, x, xs, n, y, ldy, r0, r1);
+    else mm_pairs(KF_F32, w, rb, cols, x, xs, n, y, ldy, r0, r1);
 }
 #endif

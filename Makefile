@@ -6,7 +6,9 @@ OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 CFLAGS   += -std=c11 -Wall -Wextra -Wshadow -Iinclude -Isrc -pthread
 LDLIBS   += -lutf8proc -lm -pthread
-SIMD     := -mavx2 -mfma -mf16c -DSPECDEC_HAVE_AVX2
+SIMD     := -mavx2 -mfma -mf16c -DSPECDEC_HAVE_AVX2 -DSPECDEC_HAVE_AVX512
+# only src/kernels/*_avx512.c (reached through the avx512 table after its CPUID check)
+SIMD512  := -mavx512f -mavx512bw -mavx512vl -mavx512vnni
 # Library objects are position-independent (one set of objects for libspecdec.a and libspecdec.so; with the
 # toolchain's default PIE the code is the same but for calls between exported functions, which
 # -fno-semantic-interposition keeps direct).
@@ -53,9 +55,9 @@ $(BUILD)/src/kernels/%_avx2.o: src/kernels/%_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PIC) $(SIMD) -MMD -MP -c $< -o $@
 
-$(BUILD)/src/kernels/%_vnni.o: src/kernels/%_vnni.c
+$(BUILD)/src/kernels/%_avx512.o: src/kernels/%_avx512.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PIC) $(SIMD) -mavxvnni -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(PIC) $(SIMD) $(SIMD512) -MMD -MP -c $< -o $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

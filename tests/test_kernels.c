@@ -56,7 +56,8 @@ static unsigned char *make_weights(uint32_t type, int rows, int cols) {
     return w;
 }
 
-static void check_type(const kern_ops *ops, uint32_t type) {
+/* ops against the scalar reference; same (NULL: none): a table whose bits ops must equal for every output */
+static void check_type(const kern_ops *ops, uint32_t type, const kern_ops *same) {
     const kern_ops *ref = kern_scalar();
     int shapes[][2] = {{1, 32}, {7, 64}, {37, 96}, {64, 256}, {13, 1024}, {5, 33}, {9, 172}, {3, 7}, {1, 256}, {11, 768},
                        {19, 4160}, {8, 2080}, {10, 2304}}; /* the last three: past the quantized kernels' column chunks */
@@ -98,6 +99,11 @@ static void check_type(const kern_ops *ops, uint32_t type) {
             ops->mm[type](w, rb, cols, xin, xs, n, y2, rows, mid, rows);
             CHECK(memcmp(y1, y2, (size_t)n * rows * sizeof *y1) == 0, "%s %s: row split changes bits (%dx%d n=%d)",
                   ops->name, ggml_type_name(type), rows, cols, n);
+            if (same) {
+                same->mm[type](w, rb, cols, xin, xs, n, y2, rows, 0, rows);
+                CHECK(memcmp(y1, y2, (size_t)n * rows * sizeof *y1) == 0, "%s %s: differs from the %s bits (%dx%d n=%d)",
+                      ops->name, ggml_type_name(type), same->name, rows, cols, n);
+            }
             /* block invariance: each position alone gives the bits it gets inside the block */
             for (int p = 0; p < n; p++) {
                 float *ys = calloc((size_t)rows, sizeof *ys);
@@ -256,6 +262,23 @@ static void check_quantize(const kern_ops *ops) {
     kern_quantize_q8(x, 32 * NB, a);
     ops->quantize_q8(x, 32 * NB, b);
     CHECK(memcmp(a, b, sizeof a) == 0, "%s quantize_q8 differs from the reference", ops->name);
+    /* Q8_K: random blocks, exact halves (the largest value 127 makes the scale -1: x.5 values are ties, rounded half
+     * to even), zeros, one huge value, the largest magnitude twice with both signs (the first gives the sign) */
+    enum { NK = 8 };
+    float z[QK_K * NK];
+    for (int i = 0; i < QK_K * NK; i++) z[i] = 3.0f * frand();
+    for (int j = 0; j < QK_K; j++) z[QK_K + j] = (float)(j % 100 - 50) + 0.5f;
+    z[QK_K + 7] = -127.0f;
+    for (int j = 0; j < QK_K; j++) z[2 * QK_K + j] = 0.0f;
+    z[3 * QK_K + 200] = 1e30f;
+    z[4 * QK_K + 10] = -5.0f, z[4 * QK_K + 90] = 5.0f;
+    z[5 * QK_K + 10] = 5.0f, z[5 * QK_K + 90] = -5.0f;
+    act_q8k ka[NK], kb[NK];
+    memset(ka, 0x55, sizeof ka);
+    memset(kb, 0x55, sizeof kb);
+    kern_quantize_q8k(z, QK_K * NK, ka);
+    ops->quantize_q8k(z, QK_K * NK, kb);
+    CHECK(memcmp(ka, kb, sizeof ka) == 0, "%s quantize_q8k differs from the reference", ops->name);
 }
 
 /* K-quants: pack/unpack round trip of random fields (every bit of the layouts), the reference quantiser's error on
@@ -363,8 +386,12 @@ int main(void) {
     const kern_ops *a = kern_avx2();
     uint32_t types[] = {GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0,
                         GGML_Q2_K, GGML_Q3_K, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K};
+    const kern_ops *a5 = kern_avx512();
     if (!a) printf("  (no AVX2 on this CPU: checking the scalar table against itself)\n");
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(a ? a : kern_scalar(), types[i]);
+    if (!a5) printf("  (no AVX-512 on this CPU: the avx512 table is not checked)\n");
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(a ? a : kern_scalar(), types[i], NULL);
+    /* avx512: every output the avx2 table's bits */
+    for (size_t i = 0; a5 && i < sizeof types / sizeof types[0]; i++) check_type(a5, types[i], a);
     check_kquant();
     check_attention(kern_scalar());
     if (a) check_attention(a);
@@ -383,6 +410,7 @@ int main(void) {
               "%s: table lookup or row bytes wrong", t->name);
         CHECK(t->to_float && t->from_float && kern_scalar()->mm[t->type], "%s: missing conversion or scalar kernel", t->name);
         CHECK(!a || a->mm[t->type], "%s: missing AVX2 kernel", t->name);
+        CHECK(!a5 || a5->mm[t->type], "%s: missing AVX-512 kernel", t->name);
     }
     CHECK(!wtype_from_name("q4_2", &(uint32_t){0}), "an unknown name was accepted");
     /* fp16 conversion round trips every half value */

@@ -79,7 +79,7 @@ static void matmul_multi(sd_ctx *c, const float *x, int ldx, int n, int count, c
     if (need[WT_ACT_Q8_0])
         for (int p = 0; p < n; p++) c->ops->quantize_q8(x + (size_t)p * ldx, cols, (act_q8 *)((char *)c->xq + p * qstride));
     if (need[WT_ACT_Q8_K])
-        for (int p = 0; p < n; p++) kern_quantize_q8k(x + (size_t)p * ldx, cols, (act_q8k *)((char *)c->xk + p * kstride));
+        for (int p = 0; p < n; p++) c->ops->quantize_q8k(x + (size_t)p * ldx, cols, (act_q8k *)((char *)c->xk + p * kstride));
     double work = 0;
     for (int i = 0; i < count; i++) {
         const void *xi = x;

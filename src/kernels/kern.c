@@ -183,6 +183,7 @@ static const kern_ops SCALAR = {
     .att_mix = att_mix_scalar,
     .softmax = softmax_scalar,
     .quantize_q8 = kern_quantize_q8,
+    .quantize_q8k = kern_quantize_q8k,
     .silu_mul = silu_mul_scalar,
     .rmsnorm = rmsnorm_scalar,
     .mm = {[GGML_F32] = mm_f32_scalar, [GGML_F16] = mm_f16_scalar, [GGML_BF16] = mm_bf16_scalar,
@@ -196,6 +197,7 @@ const kern_ops *kern_scalar(void) { return &SCALAR; }
 const kern_ops *kern_best(void) {
     const char *e = getenv("SPECDEC_KERNELS");
     if (e && strcmp(e, "scalar") == 0) return &SCALAR;
-    const kern_ops *a = kern_avx2();
+    const kern_ops *a = e && strcmp(e, "avx2") == 0 ? NULL : kern_avx512();
+    if (!a) a = kern_avx2();
     return a ? a : &SCALAR;
 }

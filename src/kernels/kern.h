@@ -19,6 +19,8 @@
 
 #include "kernels/wtype.h"
 
+struct act_q8k; /* the K-quants' activation block (kquant.h) */
+
 /* An activation block of 32 values: the fp16-rounded scale as float + 32 int8, and s8 = 8 * (sum of the qs)
  * (lets q4_0 kernels multiply the stored unsigned nibbles directly: sum (n - 8) x = sum n x - 8 sum x). */
 typedef struct act_q8 {
@@ -29,8 +31,9 @@ typedef struct act_q8 {
 
 /* w: [rows][row_bytes] weights; x: [n][x_stride bytes] float rows (float types) or activation block rows (quantized);
  * y: [n][ldy] floats. cols: elements per row. */
-typedef void (*kern_mm_fn)(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
-                           float *y, int ldy, int r0, int r1);
+typedef void kern_mm(const unsigned char *w, size_t row_bytes, int cols, const void *x, size_t x_stride, int n,
+                     float *y, int ldy, int r0, int r1);
+typedef kern_mm *kern_mm_fn;
 
 typedef struct kern_ops {
     const char *name;  /* "scalar" or "avx2" */
@@ -52,6 +55,8 @@ typedef struct kern_ops {
     float (*softmax)(float *s, int n);
     /* kern_quantize_q8, the same bits */
     void (*quantize_q8)(const float *x, int n_cols, act_q8 *out);
+    /* kern_quantize_q8k (kquant.h), the same bits */
+    void (*quantize_q8k)(const float *x, int n_cols, struct act_q8k *out);
     /* out[i] = x[i] * r * g[i], r = kern_rms_scale(x, n, eps) */
     void (*rmsnorm)(const float *x, const float *g, int n, float eps, float *out);
     /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n, as ggml's CPU swiglu on a row of n:
@@ -65,7 +70,11 @@ typedef struct kern_ops {
 
 const kern_ops *kern_scalar(void);
 const kern_ops *kern_avx2(void); /* NULL when the build or the CPU lacks AVX2+FMA+F16C */
-/* The best table for this machine (AVX2 when available); SPECDEC_KERNELS=scalar forces the reference. */
+/* AVX-512 F/BW/VL/VNNI on top of AVX2 (NULL without): the float types' blocks in 512-bit vectors, the same bits as
+ * the avx2 table (kern_avx512.h); everything else is the avx2 table's. */
+const kern_ops *kern_avx512(void);
+/* The best table for this machine (avx512, else avx2, else scalar); SPECDEC_KERNELS=scalar or =avx2 forces that
+ * table (when the CPU has it). */
 const kern_ops *kern_best(void);
 
 /* Multiply-adds per second of the best table's inner step for a ggml type on n_threads threads at once (each runs

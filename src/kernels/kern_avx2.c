@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "kernels/kern_avx2_inl.h"
+#include "kernels/kern_avx512.h"
 #include "kernels/kern_tile.h"
 #include "kernels/kq_levels_avx2.h"
 #include "kernels/kquant.h"
@@ -26,12 +28,6 @@
 #define INLINE static inline __attribute__((always_inline))
 #define PREFETCH_AHEAD 1024
 
-INLINE float hsum8(__m256 v) {
-    __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
-    return _mm_cvtss_f32(lo);
-}
 
 INLINE float hmax8(__m256 v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -55,20 +51,7 @@ INLINE __m128 hsum8x4(const __m256 v[4]) {
 }
 
 /* ------------------------------------------------------------------ float weight types */
-enum { T_F32, T_F16, T_BF16 };
 
-INLINE __m256 ld8(int t, const unsigned char *w, int c) {
-    if (t == T_F32) return _mm256_loadu_ps((const float *)(const void *)w + c);
-    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)(const void *)w + c));
-    if (t == T_F16) return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-INLINE float ld1(int t, const unsigned char *w, int c) {
-    if (t == T_F32) return ((const float *)(const void *)w)[c];
-    uint16_t h;
-    memcpy(&h, w + 2 * (size_t)c, 2);
-    return t == T_F16 ? fp16_to_f32(h) : bf16_to_f32(h);
-}
 
 enum { COL_CHUNK = 2048, POS_GROUP = 32 }; /* columns per pass (multiple of 32); most positions per pass over rows */
 
@@ -110,14 +93,14 @@ INLINE void step_float(int t, int R, int P, const unsigned char *const *wr, int 
         for (int j = 0; j < P; j++) xv[j] = _mm256_loadu_ps(xp[j] + c);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
-            __m256 wv = ld8(t, wr[i], c);
+            __m256 wv = kern_ld8(t, wr[i], c);
 #pragma GCC unroll 4
             for (int j = 0; j < P; j++) r[i][j] = _mm256_fmadd_ps(wv, xv[j], r[i][j]);
         }
     } else {
         __m256 wv[4];
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++) wv[i] = ld8(t, wr[i], c);
+        for (int i = 0; i < R; i++) wv[i] = kern_ld8(t, wr[i], c);
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) {
             __m256 xv = _mm256_loadu_ps(xp[j] + c);
@@ -134,7 +117,7 @@ INLINE void step_float(int t, int R, int P, const unsigned char *const *wr, int 
  * group while this one computes). */
 INLINE void tile_float(int t, int R, int P, const unsigned char *const *wr, int cb, int ce, const float *const *xp,
                        __m256 *acc, size_t pf) {
-    const int esz = t == T_F32 ? 4 : 2;
+    const int esz = t == KF_F32 ? 4 : 2;
     __m256 r[4][4];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
@@ -185,8 +168,8 @@ INLINE void rows_float(int t, int R, int PT, const unsigned char *const *wr, con
     }
     for (int i = 0; i < R; i++)
         for (int j = 0; j < n; j++) {
-            float s = c8 ? hsum8(acc[i * POS_GROUP + j]) : 0.0f; /* no full 8-column step: tail only */
-            for (int cc = c8; cc < cols; cc++) s += ld1(t, wr[i], cc) * xp[j][cc];
+            float s = c8 ? kern_hsum8(acc[i * POS_GROUP + j]) : 0.0f; /* no full 8-column step: tail only */
+            for (int cc = c8; cc < cols; cc++) s += kern_ld1(t, wr[i], cc) * xp[j][cc];
             y[(size_t)j * ldy + ri[i]] = s;
         }
 }
@@ -248,9 +231,9 @@ INLINE int pos_group(size_t xs) {
  * activation at a time), so blocks of 4, 8, 12, 16 are whole tiles and each weight is converted once per 4
  * positions (measured 3-4% faster than 4 x 3 at k = 8 and 16). f32: 4 rows x 3 positions (3 activations held); its
  * 4-byte weights load the L2 hardest, and 3 x 4 measured no better. */
-ROWS_MM(mm_f32_avx2, rows_float, T_F32, 4, 3)
-ROWS_MM(mm_f16_avx2, rows_float, T_F16, 3, 4)
-ROWS_MM(mm_bf16_avx2, rows_float, T_BF16, 3, 4)
+ROWS_MM(mm_f32_avx2, rows_float, KF_F32, 4, 3)
+ROWS_MM(mm_f16_avx2, rows_float, KF_F16, 3, 4)
+ROWS_MM(mm_bf16_avx2, rows_float, KF_BF16, 3, 4)
 
 /* ------------------------------------------------------------------ quantized weight types (x as q8 blocks) */
 enum { T_Q8_0, T_Q4_0 };
@@ -303,7 +286,7 @@ INLINE void tile_quant(int t, int R, int P, const unsigned char *const *wr, cons
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = hsum8(r[i][j]);
+        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = kern_hsum8(r[i][j]);
 }
 
 /* Rows wr[0..R) against all n positions in ceil(n / PT) tiles of even sizes; pf in the first tile only (the later
@@ -387,10 +370,153 @@ INLINE __m256i kq_lanes_avx2(int t, const kq_prep *p, const act_q8k *x) {
     return _mm256_sub_epi32(acc, _mm256_madd_epi16(p->corr, bs));
 }
 
+/* Q4_K straight from its layout (blocks of few positions, decode): the 8 6-bit scales and mins by ggml's 32-bit
+ * mask steps, the nibbles by and/shift, maddubs with the activations and madd with the chunk's scale; the same
+ * exact isum and msum as kq_dot_ints, then the same two fma chains, so the scalar table's bits. */
+INLINE void q4k_scales(const unsigned char *blk, uint8_t sc[8], uint8_t mn[8]) {
+    uint32_t u[3], v[4];
+    memcpy(u, blk + 4, 12);
+    v[0] = u[0] & 0x3f3f3f3fu;
+    v[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    v[2] = u[1] & 0x3f3f3f3fu;
+    v[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    memcpy(sc, v, 8);
+    memcpy(mn, v + 2, 8);
+}
+
+INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
+    float s[4][4] = {{0}}, m[4][4] = {{0}};
+    const __m256i m15 = _mm256_set1_epi8(15);
+    for (int b = 0; b < nb; b++) {
+        prefetch_rows(R, wr, (size_t)b * 144, pf);
+        prefetch_rows(R, wr, (size_t)b * 144 + 64, pf);
+        prefetch_rows(R, wr, (size_t)b * 144 + 128, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 144;
+            uint8_t sc[8], mn[8];
+            q4k_scales(blk, sc, mn);
+            int64_t mn8, sc8;
+            memcpy(&mn8, mn, 8);
+            memcpy(&sc8, sc, 8);
+            /* each min twice (groups 2s, 2s+1 of 16 values) as int16, against the 16 group sums */
+            const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn8));
+            const __m256i mnd = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+            /* the scales as int16 in both 128-bit lanes; scale s over all 16 lanes by one byte shuffle */
+            const __m128i s16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc8));
+            const __m256i sv = _mm256_set_m128i(s16, s16);
+            __m256i scs[8];
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) scs[k] = _mm256_shuffle_epi8(sv, _mm256_set1_epi16((short)(0x0100 + 0x0202 * k)));
+            const float dw = blk_d(blk), dmw = blk_d(blk + 2);
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) {
+                const act_q8k *x = &xp[j][b];
+                __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * c));
+                    const __m256i lo = _mm256_and_si256(q, m15), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m15);
+                    const __m256i xl = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 64 * c));
+                    const __m256i xh = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 64 * c + 32));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), scs[2 * c]));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), scs[2 * c + 1]));
+                }
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
+                /* isum and msum reduced together: [isum lanes | msum lanes] folded to lanes 0 and 4 */
+                __m256i t = _mm256_hadd_epi32(acc, _mm256_madd_epi16(mnd, bs)); /* a01 a23 m01 m23 | a45 a67 m45 m67 */
+                t = _mm256_hadd_epi32(t, t);                                    /* A0 M0 . . | A1 M1 . . */
+                const __m128i r2 = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+                const int32_t is = _mm_cvtsi128_si32(r2), ms = _mm_extract_epi32(r2, 1);
+                s[i][j] = fmaf((float)is, dw * x->d, s[i][j]);
+                m[i][j] = fmaf((float)ms, dmw * x->d, m[i][j]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = s[i][j] - m[i][j];
+}
+
+/* Q6_K straight from its layout (blocks of few positions, decode): per 32-value chunk c the 6-bit levels from the
+ * nibbles of ql and 2 bits of qh (kquant.h's placement), maddubs with the activations, madd with the chunk's two
+ * group scales; the offset 32 through the bsums; the 8 lanes of kq_lanes_ggml exactly, then the same per-lane fma
+ * chain and hsum8: the scalar table's bits. */
+INLINE void tile_q6k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
+    __m256 acc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) acc[i][j] = _mm256_setzero_ps();
+    const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+    for (int b = 0; b < nb; b++) {
+        prefetch_rows(R, wr, (size_t)b * 210, pf);
+        prefetch_rows(R, wr, (size_t)b * 210 + 64, pf);
+        prefetch_rows(R, wr, (size_t)b * 210 + 128, pf);
+        prefetch_rows(R, wr, (size_t)b * 210 + 192, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 210;
+            const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)(blk + 192));
+            const __m256i sc16 = _mm256_cvtepi8_epi16(sc8); /* the 16 group scales */
+            /* chunk c's scales: sc[2c] over the low 8 int16 lanes, sc[2c+1] over the high 8 */
+            const __m256i lohi = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2,
+                                                  3, 2, 3, 2, 3, 2, 3);
+            __m256i scs[8];
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) /* (sc[2c], sc[2c+1]) in every 32-bit lane, then spread */
+                scs[c] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(c)), lohi);
+            const float dw = blk_d(blk + 208);
+            __m256i u[8]; /* the levels of the 8 chunks */
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 64 * h));
+                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 64 * h + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 128 + 32 * h));
+                u[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, m15), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+                u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m15),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+                u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+                u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+            }
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) {
+                const act_q8k *x = &xp[j][b];
+                __m256i lanes = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                for (int c = 0; c < 8; c++) {
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 32 * c));
+                    lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], q), scs[c]));
+                }
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
+                lanes = _mm256_sub_epi32(lanes, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
+                acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(lanes), acc[i][j]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = kern_hsum8(acc[i][j]);
+}
+
 /* R rows x P positions over all super-blocks: per (row, position) one float chain, the scalar table's expression
  * per super-block (so the bits equal the scalar reference's) */
 INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                     float *y, int ldy, int p0, size_t pf) {
+    if (t == GGML_Q4_K) {
+        tile_q4k(R, P, wr, ri, nb, xp, y, ldy, p0, pf);
+        return;
+    }
+    if (t == GGML_Q6_K) {
+        tile_q6k(R, P, wr, ri, nb, xp, y, ldy, p0, pf);
+        return;
+    }
     const int bb = t == GGML_Q2_K ? 84 : t == GGML_Q3_K ? 110 : t == GGML_Q4_K ? 144 : t == GGML_Q5_K ? 176 : 210;
     kq_prep prep;
     if (t == GGML_Q6_K || t == GGML_Q5_K || t == GGML_Q3_K) { /* ggml's 8-lane chains (kq_lanes_ggml) */
@@ -423,7 +549,7 @@ INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const i
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
-            for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = hsum8(acc[i][j]) + summs[i][j];
+            for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = kern_hsum8(acc[i][j]) + summs[i][j];
         return;
     }
     float s[4][4] = {{0}}, m[4][4] = {{0}}; /* Q4_K, Q2_K: the scalar table's two fma chains */
@@ -452,20 +578,31 @@ INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const i
 
 ROWS_OVER_TILES(rows_kq, act_q8k, QK_K, tile_kq)
 
-/* K-quants: every block size through the per-row kernel (its float chains are llama.cpp's, kquant.h). The 8-rows-in-
- * the-lanes tile that q4_0 uses (kern_tile_avx2.c) does not yet compute these chains, so it is not used for them. */
-ROWS_MM(mm_q2_k_avx2, rows_kq, GGML_Q2_K, 2, 4)
-ROWS_MM(mm_q3_k_avx2, rows_kq, GGML_Q3_K, 2, 4)
-ROWS_MM(mm_q4_k_avx2, rows_kq, GGML_Q4_K, 2, 4)
-ROWS_MM(mm_q5_k_avx2, rows_kq, GGML_Q5_K, 2, 4)
-ROWS_MM(mm_q6_k_avx2, rows_kq, GGML_Q6_K, 2, 4)
+/* K-quants: blocks of KERN_TILE_KQ_MIN positions or more through the 8-rows-in-the-lanes tile (kern_tile_kq_avx2.c),
+ * smaller ones through the per-row kernel; both compute the per-row chains (llama.cpp's, kquant.h), so the same bits. */
+#define KQ_MM(name, ROWS, TILE)                                                                                   \
+    static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
+                     int ldy, int r0, int r1) {                                                                   \
+        if (n >= KERN_TILE_KQ_MIN) TILE(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                   \
+        else ROWS(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                                         \
+    }
+ROWS_MM(mm_q2_k_rows, rows_kq, GGML_Q2_K, 2, 4)
+ROWS_MM(mm_q3_k_rows, rows_kq, GGML_Q3_K, 2, 4)
+ROWS_MM(mm_q4_k_rows, rows_kq, GGML_Q4_K, 2, 4)
+ROWS_MM(mm_q5_k_rows, rows_kq, GGML_Q5_K, 2, 4)
+ROWS_MM(mm_q6_k_rows, rows_kq, GGML_Q6_K, 2, 4)
+KQ_MM(mm_q2_k, mm_q2_k_rows, kern_tile_mm_q2_k)
+KQ_MM(mm_q3_k, mm_q3_k_rows, kern_tile_mm_q3_k)
+KQ_MM(mm_q4_k, mm_q4_k_rows, kern_tile_mm_q4_k)
+KQ_MM(mm_q5_k, mm_q5_k_rows, kern_tile_mm_q5_k)
+KQ_MM(mm_q6_k, mm_q6_k_rows, kern_tile_mm_q6_k)
 
 /* ------------------------------------------------------------------ attention helpers */
 static float dot_avx2(const float *a, const float *b, int n) {
     __m256 acc = _mm256_setzero_ps();
     int i = 0;
     for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-    float s = hsum8(acc);
+    float s = kern_hsum8(acc);
     for (; i < n; i++) s += a[i] * b[i];
     return s;
 }
@@ -638,7 +775,7 @@ static float softmax_avx2(float *s, int n) {
         _mm256_maskstore_ps(s + n8, k, e);
         sum = _mm256_add_ps(sum, e);
     }
-    return hsum8(sum);
+    return kern_hsum8(sum);
 }
 
 /* the scale from kern_rms_scale (as the scalar table), the scaling as the scalar table does it */
@@ -714,6 +851,55 @@ static void quantize_q8_avx2(const float *x, int n_cols, act_q8 *out) {
     }
 }
 
+/* kern_quantize_q8k with vectors: the same largest magnitude (its first occurrence gives the sign), the same scalar
+ * scale, iscale * x rounded half to even by cvtps (rintf's rounding in the default mode), min 127, the same sums. */
+static void quantize_q8k_avx2(const float *x, int n_cols, act_q8k *out) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int b = 0; b < n_cols / QK_K; b++) {
+        const float *v = x + QK_K * b;
+        act_q8k *o = &out[b];
+        __m256 m = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+        const __m256 inf = _mm256_set1_ps(INFINITY);
+        for (int i = 0; i < QK_K; i += 8) {
+            const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(v + i));
+            m = _mm256_max_ps(m, a);
+            bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ)); /* NaN or infinite */
+        }
+        const float amax = hmax8(m);
+        if (amax == 0.0f || _mm256_movemask_ps(bad)) { /* zeros, or non-finite values: the reference itself */
+            kern_quantize_q8k(v, QK_K, o);
+            continue;
+        }
+        const __m256 av = _mm256_set1_ps(amax);
+        int first = 0;
+        for (int i = 0; i < QK_K; i += 8) {
+            int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(v + i)), av, _CMP_EQ_OQ));
+            if (mask) {
+                first = i + __builtin_ctz((unsigned)mask);
+                break;
+            }
+        }
+        const float iscale = -127.0f / v[first];
+        const __m256 is = _mm256_set1_ps(iscale);
+        const __m256i top = _mm256_set1_epi32(127);
+        for (int i = 0; i < QK_K; i += 32) {
+            __m256i q[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(v + i + 8 * k))), top);
+            __m256i q8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            q8 = _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(void *)(o->qs + i), q8);
+        }
+        for (int g = 0; g < 16; g++) {
+            /* 16 int8 -> int16 and their sum */
+            __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(o->qs + 16 * g)));
+            o->bsums[g] = (int16_t)hsum_i32(_mm256_madd_epi16(w, _mm256_set1_epi16(1)));
+        }
+        o->d = 1.0f / iscale;
+    }
+}
+
 /* ------------------------------------------------------------------ in-register peak of each inner step */
 /* The arithmetic a block kernel must do per weight with no memory traffic beyond L1: the ceiling the real kernels
  * approach (bench peak). Float types: the kernels' own step (step_float) of their tile, 12 accumulators: 3 rows x 4
@@ -728,8 +914,8 @@ INLINE double peak_float_tile(int t, int R, int P, long iters) {
     for (int i = 0; i < 4; i++)
         for (int c = 0; c < 8; c++) {
             float v = 0.001f * (float)(i * 8 + c + 1);
-            uint16_t h = t == T_F16 ? f32_to_fp16(v) : f32_to_bf16(v);
-            if (t == T_F32) memcpy(wbuf[i] + 4 * c, &v, 4);
+            uint16_t h = t == KF_F16 ? f32_to_fp16(v) : f32_to_bf16(v);
+            if (t == KF_F32) memcpy(wbuf[i] + 4 * c, &v, 4);
             else memcpy(wbuf[i] + 2 * c, &h, 2);
             xbuf[i][c] = 1e-7f * (float)(i + 1);
         }
@@ -750,12 +936,12 @@ INLINE double peak_float_tile(int t, int R, int P, long iters) {
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) sum = _mm256_add_ps(sum, r[i][j]);
-    volatile float sink = hsum8(sum);
+    volatile float sink = kern_hsum8(sum);
     (void)sink;
     return (double)iters * 8 * R * P;
 }
 INLINE double peak_float(int t, long iters) {
-    return t == T_F32 ? peak_float_tile(t, 4, 3, iters) : peak_float_tile(t, 3, 4, iters);
+    return t == KF_F32 ? peak_float_tile(t, 4, 3, iters) : peak_float_tile(t, 3, 4, iters);
 }
 
 INLINE double peak_quant(int t, long iters) {
@@ -798,52 +984,109 @@ INLINE double peak_quant(int t, long iters) {
     }
     __m256 sum = a[0];
     for (int i = 1; i < 8; i++) sum = _mm256_add_ps(sum, a[i]);
-    volatile float sink = hsum8(sum);
+    volatile float sink = kern_hsum8(sum);
     (void)sink;
     return (double)iters * 256;
 }
 
 static double peak_avx2(uint32_t type, long iters) {
     switch (type) {
-    case GGML_F32: return peak_float(T_F32, iters);
-    case GGML_F16: return peak_float(T_F16, iters);
-    case GGML_BF16: return peak_float(T_BF16, iters);
+    case GGML_F32: return peak_float(KF_F32, iters);
+    case GGML_F16: return peak_float(KF_F16, iters);
+    case GGML_BF16: return peak_float(KF_BF16, iters);
     case GGML_Q8_0: return peak_quant(T_Q8_0, iters);
     case GGML_Q4_0: return peak_quant(T_Q4_0, iters);
     default: return 0;
     }
 }
 
+/* the fields the avx2 and avx512 tables share */
+#define AVX2_FIELDS                                                                                               \
+    .dot = dot_avx2, .axpy = axpy_avx2, .att_scores = att_scores_avx2, .att_mix = att_mix_avx2,                   \
+    .softmax = softmax_avx2, .quantize_q8 = quantize_q8_avx2, .quantize_q8k = quantize_q8k_avx2,                \
+    .silu_mul = silu_mul_avx2, .rmsnorm = rmsnorm_avx2,                                                           \
+    .peak = peak_avx2
+
 static const kern_ops AVX2 = {
     .name = "avx2",
-    .dot = dot_avx2,
-    .axpy = axpy_avx2,
-    .att_scores = att_scores_avx2,
-    .att_mix = att_mix_avx2,
-    .softmax = softmax_avx2,
-    .quantize_q8 = quantize_q8_avx2,
-    .silu_mul = silu_mul_avx2,
-    .rmsnorm = rmsnorm_avx2,
-    .peak = peak_avx2,
+    AVX2_FIELDS,
     .mm = {[GGML_F32] = mm_f32_avx2, [GGML_F16] = mm_f16_avx2, [GGML_BF16] = mm_bf16_avx2,
-           [GGML_Q8_0] = mm_q8_0_avx2, [GGML_Q4_0] = kern_tile_mm_q4_0, [GGML_Q2_K] = mm_q2_k_avx2,
-           [GGML_Q3_K] = mm_q3_k_avx2, [GGML_Q4_K] = mm_q4_k_avx2, [GGML_Q5_K] = mm_q5_k_avx2,
-           [GGML_Q6_K] = mm_q6_k_avx2},
+           [GGML_Q8_0] = mm_q8_0_avx2, [GGML_Q4_0] = kern_tile_mm_q4_0, [GGML_Q2_K] = mm_q2_k,
+           [GGML_Q3_K] = mm_q3_k, [GGML_Q4_K] = mm_q4_k, [GGML_Q5_K] = mm_q5_k, [GGML_Q6_K] = mm_q6_k},
 };
+
+#ifdef SPECDEC_HAVE_AVX512
+/* avx512: blocks of AVX512_MIN positions or more of the float types (AVX512_MIN_Q8 of q8_0) through kern_avx512.c
+ * (the same bits as the AVX2 kernels: two of their chains per 512-bit vector; below these sizes staging the rows
+ * costs more than the wider vectors save: measured crossovers on 2048 x 2048), everything else as the avx2 table. */
+enum { AVX512_MIN = 6, AVX512_MIN_Q8 = 4 };
+#define MM_512(name, T512, AVX2FN)                                                                                \
+    static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
+                     int ldy, int r0, int r1) {                                                                   \
+        if (n >= AVX512_MIN) kern_avx512_mm_float(T512, w, rb, cols, x, xs, n, y, ldy, r0, r1);                   \
+        else AVX2FN(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                                       \
+    }
+MM_512(mm_f32_avx512, KF_F32, mm_f32_avx2)
+MM_512(mm_f16_avx512, KF_F16, mm_f16_avx2)
+MM_512(mm_bf16_avx512, KF_BF16, mm_bf16_avx2)
+/* the K-quant and q4_0 tiles in their AVX-512 VNNI builds */
+KQ_MM(mm_q2_k_vnni, mm_q2_k_rows, kern_tile_mm_q2_k_vnni)
+KQ_MM(mm_q3_k_vnni, mm_q3_k_rows, kern_tile_mm_q3_k_vnni)
+KQ_MM(mm_q4_k_vnni, mm_q4_k_rows, kern_tile_mm_q4_k_vnni)
+KQ_MM(mm_q5_k_vnni, mm_q5_k_rows, kern_tile_mm_q5_k_vnni)
+KQ_MM(mm_q6_k_vnni, mm_q6_k_rows, kern_tile_mm_q6_k_vnni)
+static void mm_q8_0_avx512(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,
+                           int ldy, int r0, int r1) {
+    if (n >= AVX512_MIN_Q8) kern_avx512_mm_q8_0(w, rb, cols, x, xs, n, y, ldy, r0, r1);
+    else mm_q8_0_avx2(w, rb, cols, x, xs, n, y, ldy, r0, r1);
+}
+
+static const kern_ops AVX512 = {
+    .name = "avx512",
+    AVX2_FIELDS,
+    .mm = {[GGML_F32] = mm_f32_avx512, [GGML_F16] = mm_f16_avx512, [GGML_BF16] = mm_bf16_avx512,
+           [GGML_Q8_0] = mm_q8_0_avx512, [GGML_Q4_0] = kern_tile_mm_q4_0_vnni, [GGML_Q2_K] = mm_q2_k_vnni,
+           [GGML_Q3_K] = mm_q3_k_vnni, [GGML_Q4_K] = mm_q4_k_vnni, [GGML_Q5_K] = mm_q5_k_vnni,
+           [GGML_Q6_K] = mm_q6_k_vnni},
+};
+#endif
 
 /* CPUID: AVX2 (leaf 7 EBX bit 5), FMA (leaf 1 ECX bit 12), F16C (bit 29), and the OS saving YMM state
  * (OSXSAVE bit 27 + XCR0 bits 1-2). */
-const kern_ops *kern_avx2(void) {
+static bool cpu_avx2(void) {
     unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return NULL;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
     bool fma = c & (1u << 12), f16c = c & (1u << 29), osx = c & (1u << 27);
-    if (!fma || !f16c || !osx) return NULL;
+    if (!fma || !f16c || !osx) return false;
     unsigned xlo, xhi;
     __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-    if ((xlo & 6u) != 6u) return NULL;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return NULL;
-    return (b & (1u << 5)) ? &AVX2 : NULL;
+    if ((xlo & 6u) != 6u) return false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return b & (1u << 5);
+}
+
+/* AVX-512 F (leaf 7 EBX bit 16), BW (30), VL (31), VNNI (ECX bit 11), and the OS saving the opmask and ZMM state
+ * (XCR0 bits 5-7) */
+static bool cpu_avx512(void) {
+    unsigned a, b, c, d;
+    if (!cpu_avx2() || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const unsigned need = (1u << 16) | (1u << 30) | (1u << 31);
+    if ((b & need) != need || !(c & (1u << 11))) return false;
+    unsigned xlo, xhi;
+    __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    return (xlo & 0xe6u) == 0xe6u;
+}
+
+const kern_ops *kern_avx2(void) { return cpu_avx2() ? &AVX2 : NULL; }
+
+const kern_ops *kern_avx512(void) {
+#ifdef SPECDEC_HAVE_AVX512
+    return cpu_avx512() ? &AVX512 : NULL;
+#else
+    return NULL;
+#endif
 }
 #else
 const kern_ops *kern_avx2(void) { return NULL; }
+const kern_ops *kern_avx512(void) { return NULL; }
 #endif

@@ -21,7 +21,6 @@
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kern.h"
@@ -57,7 +56,8 @@ INLINE __m256 stage_scales(const unsigned char *const *wr, size_t off) {
     return _mm256_cvtph_ps(h);
 }
 
-/* q4_0 block b of the 8 rows: v[4h + c] = nibbles of values 8c..8c+7 of rows 4h..4h+3 */
+/* q4_0 block b of the 8 rows: v[2c + h] = nibbles of values 8c..8c+7 of rows 4h..4h+3 (the two halves of a
+ * quarter side by side: one 512-bit vector in the AVX-512 build) */
 INLINE void stage_q4(const unsigned char *const *wr, int b, __m256i *v, float *dw) {
     const size_t off = (size_t)b * 18;
     const __m256i m = _mm256_set1_epi8(15);
@@ -70,32 +70,34 @@ INLINE void stage_q4(const unsigned char *const *wr, int b, __m256i *v, float *d
         /* bytes 0-7 (values 0-7 low, 16-23 high) and 8-15 (8-15, 24-31) of the 4 rows */
         __m256i lo = _mm256_set_m128i(_mm_unpacklo_epi64(a2, a3), _mm_unpacklo_epi64(a0, a1));
         __m256i hi = _mm256_set_m128i(_mm_unpackhi_epi64(a2, a3), _mm_unpackhi_epi64(a0, a1));
-        _mm256_store_si256(v + 4 * h, _mm256_and_si256(lo, m));
-        _mm256_store_si256(v + 4 * h + 1, _mm256_and_si256(hi, m));
-        _mm256_store_si256(v + 4 * h + 2, _mm256_and_si256(_mm256_srli_epi16(lo, 4), m));
-        _mm256_store_si256(v + 4 * h + 3, _mm256_and_si256(_mm256_srli_epi16(hi, 4), m));
+        _mm256_store_si256(v + h, _mm256_and_si256(lo, m));
+        _mm256_store_si256(v + 2 + h, _mm256_and_si256(hi, m));
+        _mm256_store_si256(v + 4 + h, _mm256_and_si256(_mm256_srli_epi16(lo, 4), m));
+        _mm256_store_si256(v + 6 + h, _mm256_and_si256(_mm256_srli_epi16(hi, 4), m));
     }
     _mm256_store_ps(dw, stage_scales(wr, off));
 }
 
 /* The 8 rows' exact block sums (lane order) of one staged q4_0 block with one position's activation block:
- * sum n x over the block (the caller subtracts 8 sum x). With AVX-VNNI (this file compiled again as
- * kern_tile_vnni.c) one dpbusd per (half, quarter) gives the same integers in the same lanes. */
+ * sum n x over the block (the caller subtracts 8 sum x). In the AVX-512 build (this file compiled again as
+ * kern_tile_avx512.c) one 512-bit dpbusd per quarter (both halves) gives the same integers in the same lanes. */
 INLINE __m256i dot_q4(const __m256i *v, const int8_t *xq) {
-    __m256i x0 = bcast8(xq), x1 = bcast8(xq + 8), x2 = bcast8(xq + 16), x3 = bcast8(xq + 24);
-#ifdef KERN_TILE_VNNI
-    __m256i s0 = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), v[0], x0);
-    __m256i s1 = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), v[4], x0);
-    s0 = _mm256_dpbusd_avx_epi32(s0, v[1], x1), s1 = _mm256_dpbusd_avx_epi32(s1, v[5], x1);
-    s0 = _mm256_dpbusd_avx_epi32(s0, v[2], x2), s1 = _mm256_dpbusd_avx_epi32(s1, v[6], x2);
-    s0 = _mm256_dpbusd_avx_epi32(s0, v[3], x3), s1 = _mm256_dpbusd_avx_epi32(s1, v[7], x3);
-    return _mm256_hadd_epi32(s0, s1);
+#ifdef KERN_TILE_AVX512
+    __m512i s = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        int64_t xv;
+        memcpy(&xv, xq + 8 * c, 8);
+        s = _mm512_dpbusd_epi32(s, _mm512_load_si512((const void *)(v + 2 * c)), _mm512_set1_epi64(xv));
+    }
+    return _mm256_hadd_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 #else
+    __m256i x0 = bcast8(xq), x1 = bcast8(xq + 8), x2 = bcast8(xq + 16), x3 = bcast8(xq + 24);
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i s0 = _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(v[0], x0), _mm256_maddubs_epi16(v[1], x1)),
-                                  _mm256_add_epi16(_mm256_maddubs_epi16(v[2], x2), _mm256_maddubs_epi16(v[3], x3)));
-    __m256i s1 = _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(v[4], x0), _mm256_maddubs_epi16(v[5], x1)),
-                                  _mm256_add_epi16(_mm256_maddubs_epi16(v[6], x2), _mm256_maddubs_epi16(v[7], x3)));
+    __m256i s0 = _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(v[0], x0), _mm256_maddubs_epi16(v[2], x1)),
+                                  _mm256_add_epi16(_mm256_maddubs_epi16(v[4], x2), _mm256_maddubs_epi16(v[6], x3)));
+    __m256i s1 = _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(v[1], x0), _mm256_maddubs_epi16(v[3], x1)),
+                                  _mm256_add_epi16(_mm256_maddubs_epi16(v[5], x2), _mm256_maddubs_epi16(v[7], x3)));
     return _mm256_hadd_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones));
 #endif
 }
@@ -109,7 +111,7 @@ INLINE int pos_group(size_t xs) {
 static void mm_tile_q4(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,
                     int ldy, int r0, int r1) {
     const int nb = cols / 32, KB = KB_Q4, bb = 18;
-    _Alignas(32) __m256i sv[KB_Q4 * 8];      /* staged values [KB][8] */
+    _Alignas(64) __m256i sv[KB_Q4 * 8];      /* staged values [KB][8] */
     _Alignas(32) float sd[KB_Q4 * 8];        /* staged scales [KB][8 lanes] */
     _Alignas(32) __m256 acc[PG_MAX];         /* the chains of the 8 rows x the group's positions */
     const int pg = pos_group(xs);
@@ -126,7 +128,11 @@ static void mm_tile_q4(const unsigned char *w, size_t rb, int cols, const void *
                 const int kn = nb - k0 < KB ? nb - k0 : KB;
                 for (int k = 0; k < kn; k++) {
                     if (((k0 + k) * bb & 63) < bb)
-                        for (int i = 0; i < TR; i++) _mm_prefetch((const char *)wr[i] + (size_t)(k0 + k) * bb + 512, _MM_HINT_T0);
+                        for (int i = 0; i < TR; i++) {
+                            _mm_prefetch((const char *)wr[i] + (size_t)(k0 + k) * bb + 512, _MM_HINT_T0);
+                            /* the next row group's same line into L2: a whole group ahead of the stream */
+                            if (r + TR + i < r1) _mm_prefetch((const char *)wr[i] + (size_t)TR * rb + (size_t)(k0 + k) * bb, _MM_HINT_T1);
+                        }
                     stage_q4(wr, k0 + k, sv + 8 * k, sd + 8 * k);
                 }
                 for (int p = 0; p < np; p++) {
@@ -151,34 +157,15 @@ static void mm_tile_q4(const unsigned char *w, size_t rb, int cols, const void *
     }
 }
 
-#ifdef KERN_TILE_VNNI
+#ifdef KERN_TILE_AVX512
 void kern_tile_mm_q4_0_vnni(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,
                             int ldy, int r0, int r1) {
     mm_tile_q4(w, rb, cols, x, xs, n, y, ldy, r0, r1);
 }
 #else
-#include <cpuid.h>
-#include <stdatomic.h>
-
-void kern_tile_mm_q4_0_vnni(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,
-                            int ldy, int r0, int r1);
-
-/* AVX-VNNI: CPUID leaf 7 subleaf 1, EAX bit 4 (the same bits either way; only the speed differs) */
-static bool has_avx_vnni(void) {
-    static atomic_int known = 0; /* 0 unknown, 1 no, 2 yes */
-    int k = atomic_load_explicit(&known, memory_order_relaxed);
-    if (!k) {
-        unsigned a, b, c, d;
-        k = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) && !getenv("SPECDEC_NO_VNNI") ? 2 : 1;
-        atomic_store_explicit(&known, k, memory_order_relaxed);
-    }
-    return k == 2;
-}
-
 void kern_tile_mm_q4_0(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y, int ldy,
                        int r0, int r1) {
-    if (has_avx_vnni()) kern_tile_mm_q4_0_vnni(w, rb, cols, x, xs, n, y, ldy, r0, r1);
-    else mm_tile_q4(w, rb, cols, x, xs, n, y, ldy, r0, r1);
+    mm_tile_q4(w, rb, cols, x, xs, n, y, ldy, r0, r1);
 }
 #endif
 #endif

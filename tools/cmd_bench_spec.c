@@ -512,17 +512,23 @@ int cmd_bench_spec(int argc, char **argv) {
         for (int m = 0; m < n_m; m++) any |= A[n_cats][m].autos.n_auto_cands > 0;
         if (!f || !any) continue;
         fprintf(f, "\nauto: rounds per candidate (why: the highest expected tokens/s, held by hysteresis, a probe), its mean "
-                   "gamma and acceptance\n\n| category | method | candidate | rounds | best / held / probe | gamma | alpha |\n"
-                   "|---|---|---|---|---|---|---|\n");
+                   "gamma and acceptance; accepted drafts per round and ms per round, each against what the choice "
+                   "expected\n\n| category | method | candidate | rounds | best / held / probe | gamma | alpha | "
+                   "accepted / round (expected) | ms / round (expected) |\n|---|---|---|---|---|---|---|---|---|\n");
         for (int c = 0; c <= n_cats; c++)
             for (int m = 0; m < n_m; m++) {
                 const sd_spec_stats *au = &A[c][m].autos;
                 for (int i = 0; i < au->n_auto_cands; i++) {
                     const sd_auto_cand_stats *x = &au->auto_cands[i];
                     if (!x->rounds) continue;
-                    fprintf(f, "| %s | %s | %s | %d | %d / %d / %d | %.2f | %.3f |\n", c < n_cats ? cats[c] : "**overall**",
-                            ms[m].label, x->name, x->rounds, x->best, x->held, x->probe, (double)x->gamma_sum / x->rounds,
-                            x->drafted ? (double)x->accepted / x->drafted : 0.0);
+                    fprintf(f, "| %s | %s | %s | %d | %d / %d / %d | %.2f | %.3f | %.2f (%.2f) |",
+                            c < n_cats ? cats[c] : "**overall**", ms[m].label, x->name, x->rounds, x->best, x->held,
+                            x->probe, (double)x->gamma_sum / x->rounds, x->drafted ? (double)x->accepted / x->drafted : 0.0,
+                            (double)x->accepted / x->rounds, x->est_accepted / x->rounds);
+                    if (x->timed_rounds > 0)
+                        fprintf(f, " %.1f (%.1f) |\n", 1e3 * x->meas_s / x->timed_rounds, 1e3 * x->est_s / x->timed_rounds);
+                    else
+                        fprintf(f, " - |\n");
                 }
             }
     }
@@ -560,8 +566,11 @@ int cmd_bench_spec(int argc, char **argv) {
                             const sd_auto_cand_stats *x = &a->autos.auto_cands[i];
                             fprintf(f, "%s{\"name\": ", i ? ", " : "");
                             out_json_str(f, x->name);
-                            fprintf(f, ", \"rounds\": %d, \"best\": %d, \"held\": %d, \"probe\": %d, \"drafted\": %d, "
-                                       "\"accepted\": %d}", x->rounds, x->best, x->held, x->probe, x->drafted, x->accepted);
+                            fprintf(f, ", \"rounds\": %d, \"best\": %d, \"held\": %d, \"probe\": %d, \"gamma_sum\": %d, "
+                                       "\"drafted\": %d, \"accepted\": %d, \"est_accepted\": %.4f, \"timed_rounds\": %d, "
+                                       "\"est_s\": %.6f, \"meas_s\": %.6f}",
+                                    x->rounds, x->best, x->held, x->probe, x->gamma_sum, x->drafted, x->accepted,
+                                    x->est_accepted, x->timed_rounds, x->est_s, x->meas_s);
                         }
                         fputs("]", f);
                     }

@@ -323,6 +323,8 @@ void run_auto_add(sd_spec_stats *sum, const sd_spec_stats *st) {
         a->rounds += c->rounds, a->best += c->best, a->held += c->held, a->probe += c->probe;
         a->gamma_sum += c->gamma_sum, a->drafted += c->drafted, a->accepted += c->accepted;
         a->accept_est = c->accept_est;
+        a->est_accepted += c->est_accepted, a->est_s += c->est_s, a->meas_s += c->meas_s;
+        a->timed_rounds += c->timed_rounds;
     }
 }
 
@@ -337,6 +339,12 @@ void run_print_auto(FILE *f, const sd_spec_stats *st) {
             fprintf(f, ", gamma %.2f, acceptance %.1f%% (%d/%d)", (double)c->gamma_sum / c->rounds,
                     100.0 * c->accepted / c->drafted, c->accepted, c->drafted);
         if (strcmp(c->name, "none")) fprintf(f, ", estimate %.2f", c->accept_est);
+        if (c->rounds > 0 && c->drafted > 0)
+            fprintf(f, "; accepted per round %.2f (expected %.2f)", (double)c->accepted / c->rounds,
+                    c->est_accepted / c->rounds);
+        if (c->timed_rounds > 0)
+            fprintf(f, "; ms per round %.1f (expected %.1f)", 1e3 * c->meas_s / c->timed_rounds,
+                    1e3 * c->est_s / c->timed_rounds);
         fputc('\n', f);
     }
     fprintf(f, "auto: estimators (catch-up forwards, shadow tokens, lookups) %.3f s (%.1f%% of decode)\n", st->t_aux_s,

@@ -154,7 +154,7 @@ static const spec_param PARAMS[] = {
       MM(AUTO)},
      F(auto_hysteresis), NO_COUNT, NULL},
     {{"decay", "--auto-decay", SD_PARAM_FLOAT, 0, 1, true, 0, NULL, "0.9",
-      "auto: weight of the old acceptance statistics per new observation", MM(AUTO)},
+      "auto: weight of the old acceptance statistics per replayed round", MM(AUTO)},
      F(auto_decay), NO_COUNT, NULL},
     {{"probe", "--auto-probe", SD_PARAM_INT, 0, 1 << 20, false, 0, NULL, "0",
       "auto: every N-th round runs the method run least recently, whatever the estimates (0: never)", MM(AUTO)},

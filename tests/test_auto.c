@@ -6,7 +6,8 @@
  *     choosing freely and switching method every round (probe = 1); after every round the target's cache and the
  *     draft model's equal a plain run's over the same tokens (bit for bit);
  *  3. a batch of auto sessions in the scheduler gives every session its plain greedy output;
- *  4. sampling: the first sampled token follows the target's distribution (chi-square) with each candidate;
+ *  4. sampling: the first sampled token follows the target's distribution (chi-square) with each drafting family
+ *     alone (SWIFT included) and with all of them;
  *  5. the registry: candidates / exits parsing and the errors for what a pool lacks. */
 #include <math.h>
 #include <stdlib.h>
@@ -204,7 +205,7 @@ static void greedy_case(const model_case *mc, int n_predict) {
     spp.temp = 0;
     sd_sampler *smp;
     sd_sampler_new(&spp, ti.n_vocab, &smp, NULL);
-    int runs = 0, bad = 0, rounds = 0, cache_bad = 0, switches = 0, fams_used = 0;
+    int runs = 0, bad = 0, rounds = 0, cache_bad = 0, switches = 0, fams_used = 0, swift_rounds = 0, opt_steps = 0;
     for (int t = 0; t < 3; t++) {
         int32_t prompt[128];
         int np = 0;
@@ -228,6 +229,7 @@ static void greedy_case(const model_case *mc, int n_predict) {
             sp.method = SD_SPEC_AUTO;
             sp.draft_ctx = cd;
             sp.auto_probe = v == 1 ? 1 : 0;
+            sp.swift_window = 8; /* SWIFT's optimiser scores sets (on the cache's scratch extension) between rounds */
             if (v == 2) {
                 sp.gamma_max = 4;
                 for (int l = 1; l < ti.n_layer && l <= 8; l++) sp.auto_exits[sp.auto_n_exits++] = l;
@@ -261,6 +263,9 @@ static void greedy_case(const model_case *mc, int n_predict) {
                 switches += st.n_rounds;
             }
             if (used > fams_used) fams_used = used;
+            for (int i = 0; i < st.n_auto_cands; i++)
+                if (!strcmp(st.auto_cands[i].name, "swift")) swift_rounds += st.auto_cands[i].rounds;
+            opt_steps += s2 ? 0 : st.opt_steps;
         }
         free(seq);
         free(plain);
@@ -270,9 +275,13 @@ static void greedy_case(const model_case *mc, int n_predict) {
         sd_ctx_free(cd);
         sd_ctx_free(cdref);
     }
-    printf("  %-34s %-18s %2d runs, %d differ; caches checked after %4d rounds, %d bad; %3d rounds switching; up to "
-           "%d candidates used\n",
-           mc->target + 7, dm ? mc->draft + 7 : "(no draft)", runs, bad, rounds, cache_bad, switches, fams_used);
+    if (ti.n_layer >= 3)
+        CHECK(swift_rounds > 0 && opt_steps > 0, "%s: swift ran %d rounds, %d optimisation steps", mc->target, swift_rounds,
+              opt_steps);
+    printf("  %-30s %-18s %2d runs, %d differ; caches checked after %4d rounds, %d bad; %3d rounds switching; up to "
+           "%d candidates used; swift %d rounds, %d optimiser steps\n",
+           mc->target + 7, dm ? mc->draft + 7 : "(no draft)", runs, bad, rounds, cache_bad, switches, fams_used,
+           swift_rounds, opt_steps);
     sd_sampler_free(smp);
     sd_model_free(tm);
     sd_model_free(dm);
@@ -401,6 +410,9 @@ static void registry(void) {
               sp.auto_candidates == ((1u << SD_SPEC_NGRAM) | (1u << SD_SPEC_DRAFT)),
           "the CLI's comma list: %s", err.msg);
     CHECK(sd_spec_set(&sp, "candidates", "all", &err) == SD_OK && sp.auto_candidates == 0, "all: %s", err.msg);
+    CHECK(sd_spec_set(&sp, "candidates", "swift+draft", &err) == SD_OK &&
+              sp.auto_candidates == ((1u << SD_SPEC_SWIFT) | (1u << SD_SPEC_DRAFT)),
+          "swift's bit is its method's: %s", err.msg);
     CHECK(sd_spec_set(&sp, "candidates", "ngram+bogus", &err) == SD_ERR_ARG && strstr(err.msg, "bogus") &&
               strstr(err.msg, "none|draft|ngram|early-exit"),
           "unknown candidate: %s", err.msg);
@@ -414,6 +426,9 @@ static void registry(void) {
     sd_spec_set(&sp, "candidates", "draft+ngram", NULL);
     CHECK(sd_spec_check(tm, NULL, &sp, &err) == SD_ERR_ARG && strstr(err.msg, "draft model"),
           "a draft candidate without a draft model: %s", err.msg);
+    sd_spec_set(&sp, "candidates", "ngram+del", NULL);
+    CHECK(sd_spec_check(tm, NULL, &sp, &err) == SD_ERR_ARG && strstr(err.msg, "not candidates"),
+          "del is not a candidate: %s", err.msg);
     sp.auto_candidates = 0;
     sd_spec_set(&sp, "exits", "2+5", NULL);
     CHECK(sd_spec_check(tm, NULL, &sp, &err) == SD_ERR_ARG && strstr(err.msg, "exit depth 5"), "exit depth: %s",
@@ -442,6 +457,7 @@ int main(void) {
     batch();
     first_token("draft", 4000);
     first_token("early-exit", 4000);
-    first_token("ngram+draft+early-exit", 2000);
+    first_token("swift", 2000);
+    first_token("ngram+draft+early-exit+swift", 2000);
     return tl_finish("test_auto");
 }

@@ -227,11 +227,12 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
         }
         o->spec.exit_heads = env->heads;
     }
-    if (o->skip_set_path && o->spec.method != SD_SPEC_SWIFT && !o->swift_any_method) {
-        fprintf(stderr, "error: --skip-set needs --spec swift\n");
+    const bool swift = run_uses_swift(&o->spec);
+    if (o->skip_set_path && !swift && !o->swift_any_method) {
+        fprintf(stderr, "error: --skip-set needs --spec swift (or auto with swift among its candidates)\n");
         return false;
     }
-    if ((o->spec.method == SD_SPEC_SWIFT || o->swift_any_method) && info->n_layer >= 3) {
+    if ((swift || o->swift_any_method) && info->n_layer >= 3) {
         FILE *f = o->skip_set_path ? fopen(o->skip_set_path, "r") : NULL;
         if (f) fclose(f);
         sd_status st = f ? sd_swift_state_load(o->skip_set_path, info->n_layer, &env->swift, &err)
@@ -304,6 +305,11 @@ bool run_env_save_swift(const run_opts *o, const run_env *env) {
         return false;
     }
     return true;
+}
+
+bool run_uses_swift(const sd_spec_params *sp) {
+    const unsigned swift = 1u << SD_SPEC_SWIFT;
+    return sp->method == SD_SPEC_SWIFT || (sp->method == SD_SPEC_AUTO && (!sp->auto_candidates || (sp->auto_candidates & swift)));
 }
 
 void run_auto_add(sd_spec_stats *sum, const sd_spec_stats *st) {

@@ -38,7 +38,7 @@
 enum { MAX_FAM = SD_AUTO_MAX_CANDS, RING = 512, INIT_STARTS = 32 };
 static const double PROMPT_W = 0.1, PRIOR_W = 1.0;
 
-typedef enum { FAM_NONE, FAM_NGRAM, FAM_DRAFT, FAM_EXIT } fam_kind;
+typedef enum { FAM_NONE, FAM_NGRAM, FAM_DRAFT, FAM_EXIT, FAM_SWIFT } fam_kind;
 
 typedef struct fam {
     fam_kind kind;
@@ -56,7 +56,8 @@ typedef struct auto_drafter {
     int seq, L, V, D, G;
     const sd_exit_heads *heads;
     sd_sv_latency *lat;
-    drafter *ngram, *model, *exit;
+    drafter *ngram, *model, *exit, *swift;
+    double sw_acc, sw_miss;     /* SWIFT's own rounds: decayed accepted drafts and rounds that ended on a miss */
     ctrl *keep;                 /* the sub-drafters' controller: every token the round's gamma allows */
     fam fams[MAX_FAM];
     ac_family af[MAX_FAM];
@@ -197,6 +198,20 @@ static void exit_shadows(auto_drafter *a, int n_pos) {
     }
 }
 
+/* SWIFT's acceptance per drafted token: the optimiser's best matchness (the fraction of recent positions where the
+ * skipped model's argmax is the text's token: a per-token acceptance) as a prior worth a few drafts, with the
+ * drafts of its own rounds; a chain of g then accepts sum_{j<=g} a^j. (Its predictions at every position would cost
+ * a skipped-model pass each: unlike the other families it is not replayed.) */
+static void swift_estimate(auto_drafter *a) {
+    const int f = fam_of(a, FAM_SWIFT);
+    if (f < 0) return;
+    int steps = 0;
+    const float m = drafter_swift_matchness(a->swift, &steps);
+    const double w = steps > 0 ? 4.0 : 2.0, prior = steps > 0 ? m : 0.5;
+    const double acc = (prior * w + a->sw_acc) / (w + a->sw_acc + a->sw_miss);
+    for (int g = 1; g <= a->af[f].gmax; g++) ac_sim_init(&a->af[f].sim[g], g, PRIOR_W, acc, 0);
+}
+
 /* ------------------------------------------------------------------ the choice */
 static void choose(auto_drafter *a) {
     ac_pick pk;
@@ -228,6 +243,10 @@ static sd_status ad_begin(drafter *d, const int32_t *hist, int n, sd_error *err)
         if (st) return st;
         a->fams[fam_of(a, FAM_DRAFT)].frontier = drafter_model_len(a->model);
     }
+    if (a->swift) {
+        sd_status st = a->swift->begin(a->swift, hist, n, err);
+        if (st) return st;
+    }
     /* the replays: the lookup's and the draft model's from the prompt's last positions, early exit's from the
      * answer (the prompt has no shadow tokens) */
     const int p0 = n - 1 - INIT_STARTS > 0 ? n - 1 - INIT_STARTS : 0;
@@ -235,11 +254,13 @@ static sd_status ad_begin(drafter *d, const int32_t *hist, int n, sd_error *err)
     for (int f = 0; f < a->n_fam; f++) {
         fam *fm = &a->fams[f];
         if (fm->kind == FAM_EXIT) fm->frontier = n - 1;
+        if (fm->kind == FAM_SWIFT) continue; /* swift_estimate */
         for (int g = 1; g <= a->af[f].gmax; g++)
             ac_sim_init(&a->af[f].sim[g], g, PRIOR_W, fm->kind == FAM_NGRAM ? 0.3 : 0.5, fm->kind == FAM_EXIT ? n - 1 : p0);
     }
     lookups(a, (int32_t *)hist, p0, n - 1);
     replay(a, hist, n);
+    swift_estimate(a);
     choose(a);
     return SD_OK;
 }
@@ -264,9 +285,11 @@ static int ad_start(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tr
         return 0;
     }
     case FAM_DRAFT: return a->model->draft_start(a->model, hist, n, max, a->keep, t, r, k, err);
-    case FAM_EXIT: {
-        drafter_exit_set_depth(a->exit, f->E);
-        int kk = a->exit->draft(a->exit, hist, n, max, a->keep, t, err);
+    case FAM_EXIT:
+    case FAM_SWIFT: {
+        drafter *sub = f->kind == FAM_EXIT ? a->exit : a->swift;
+        if (f->kind == FAM_EXIT) drafter_exit_set_depth(a->exit, f->E);
+        int kk = sub->draft(sub, hist, n, max, a->keep, t, err);
         if (kk < 0) return -1;
         *k = kk;
         return 0;
@@ -364,8 +387,16 @@ static void learn_costs(auto_drafter *a) {
 static void ad_on_verified(drafter *d, const int32_t *hist, int n, int acc) {
     auto_drafter *a = (auto_drafter *)d;
     fam *cf = &a->fams[a->cur];
-    drafter *sub = cf->kind == FAM_DRAFT ? a->model : cf->kind == FAM_EXIT ? a->exit : NULL;
-    if (sub && sub->on_verified) sub->on_verified(sub, hist, n, acc);
+    drafter *sub = cf->kind == FAM_DRAFT ? a->model : cf->kind == FAM_EXIT ? a->exit : cf->kind == FAM_SWIFT ? a->swift
+                                                                                                      : NULL;
+    const double t_sub = now_s(), sub_aux0 = sub ? sub->t_aux : 0;
+    if (sub && sub->on_verified) sub->on_verified(sub, hist, n, acc); /* SWIFT: an optimisation step */
+    if (sub) a->base.t_aux += sub->t_aux - sub_aux0;
+    const double sub_s = now_s() - t_sub;
+    if (cf->kind == FAM_SWIFT) {
+        a->sw_acc = a->decay * a->sw_acc + acc;
+        a->sw_miss = a->decay * a->sw_miss + (acc < a->k);
+    }
     /* the running family's round, and what the choice expected of it */
     cf->st.rounds++;
     cf->st.best += a->why == AC_BEST;
@@ -395,11 +426,12 @@ static void ad_on_verified(drafter *d, const int32_t *hist, int n, int acc) {
     lookups(a, (int32_t *)hist, a->n0 - 1, n - 1);
     const double t1 = now_s();
     replay(a, hist, n);
+    swift_estimate(a);
     a->base.t_aux += now_s() - t1;
     const double aux = a->base.t_aux - aux0;
     if (a->timed) { /* the round as measured, against the choice's expectation */
         cf->st.est_s += a->est_s;
-        cf->st.meas_s += a->draft_s + a->verify_s + aux;
+        cf->st.meas_s += a->draft_s + a->verify_s + aux + sub_s;
         cf->st.timed_rounds++;
         a->overhead = 0.8 * a->overhead + 0.2 * aux;
         a->timed = false;
@@ -413,6 +445,7 @@ static void ad_free(drafter *d) {
     if (a->ngram) a->ngram->free(a->ngram);
     if (a->model) a->model->free(a->model);
     if (a->exit) a->exit->free(a->exit);
+    if (a->swift) a->swift->free(a->swift);
     if (a->keep) a->keep->free(a->keep);
     for (int f = 0; f < a->n_fam; f++) {
         free(a->fams[f].pred);
@@ -431,6 +464,7 @@ static void ad_free(drafter *d) {
 
 void drafter_auto_stats(const drafter *d, sd_spec_stats *s) {
     const auto_drafter *a = (const auto_drafter *)d;
+    if (a->swift) drafter_swift_stats(a->swift, s); /* its optimiser's time, steps and matchness */
     s->n_auto_cands = a->n_fam;
     for (int f = 0; f < a->n_fam; f++) {
         s->auto_cands[f] = a->fams[f].st;
@@ -552,6 +586,12 @@ drafter *drafter_auto_new(sd_ctx *target, int seq, const sd_sampler *smp, const 
         }
         const int E0 = a->n_fam > 0 ? a->fams[a->n_fam - 1].E : 1; /* set per round */
         if (!(a->exit = drafter_exit_new(target, seq, E0 > 0 ? E0 : 1, sp->exit_heads, smp, gmax, NULL, 0, err))) goto fail;
+    }
+    if ((pool & SD_MASK(SD_SPEC_SWIFT)) && a->L >= 3) {
+        sd_spec_params sw = cp; /* chains of the round's gamma; the skip ratio, window, optimiser and state: sp's */
+        if (!(a->swift = drafter_swift_new(target, seq, smp, &sw, err))) goto fail;
+        const double share = 1.0 - (double)drafter_swift_skipped(a->swift) / (2.0 * a->L);
+        if (!add_fam(a, FAM_SWIFT, 0, "swift", share * T0, 0, 1, a->G)) goto nomem;
     }
     if (a->n_fam == 0 && !add_fam(a, FAM_NONE, 0, "none", 0, 0, 1, 0)) goto nomem;
     auto_ctrl *c = calloc(1, sizeof *c);

@@ -354,8 +354,9 @@ int cmd_bench_spec(int argc, char **argv) {
     }
     int skipped = 0, mismatched = 0;
     double t_start = cmd_now();
-    for (int m = 0; m < n_m; m++) {
-        for (int q = -1; q < n_q; q++) { /* q = -1: warm-up on the first question, not recorded */
+    /* question by question, every method in turn (load that drifts during a run falls on all of them alike) */
+    for (int q = -1; q < n_q; q++) { /* q = -1: warm-up on the first question, not recorded */
+        for (int m = 0; m < n_m; m++) {
             const jl_question *Q = &qs[q < 0 ? 0 : q];
             int n_ctx_toks = 0;
             for (int t = 0; t < Q->n_turns; t++) {

@@ -36,7 +36,7 @@
 /* INIT_STARTS: prompt positions replayed at the beginning, each round there of weight PROMPT_W; PRIOR_W: the prior's
  * weight in rounds */
 enum { MAX_FAM = SD_AUTO_MAX_CANDS, RING = 512, INIT_STARTS = 32 };
-static const double PROMPT_W = 0.1, PRIOR_W = 1.0;
+static const double PROMPT_W = 0.03, PRIOR_W = 1.0;
 
 typedef enum { FAM_NONE, FAM_NGRAM, FAM_DRAFT, FAM_EXIT, FAM_SWIFT } fam_kind;
 

@@ -83,6 +83,19 @@ static void chooser(void) {
     const double want_s = (0.01 * (2 + 1) + 4 * 1 + 1 * 2) / 5 + 0.1;
     CHECK(fabs(secs - want_s) < 1e-12 && fabs(acc - 0.4) < 1e-12 && fabs(r - 1.4 / want_s) < 1e-12,
           "rate = (A + R) / cost (%g s, %g acc)", secs, acc);
+    /* the lookup's proposal of this round is known: none -> a plain step's cost and nothing accepted; d drafts ->
+     * the acceptance of its rounds that drafted (2 of 1), capped at d, at the cost of d */
+    fl.avail_known = true, fl.avail = 0;
+    r = ac_rate(&fl, 4, Tl, 4, 0.1, &acc, &secs);
+    CHECK(acc == 0 && fabs(secs - (0.01 + 1 + 0.1)) < 1e-12, "no proposal now: a plain step (%g s)", secs);
+    fl.avail = 3;
+    r = ac_rate(&fl, 4, Tl, 4, 0.1, &acc, &secs);
+    CHECK(fabs(acc - 2) < 1e-12 && fabs(secs - (0.01 * 4 + 3 + 0.1)) < 1e-12 && fabs(r - 3 / secs) < 1e-12,
+          "a proposal of 3 now (acc %g, %g s)", acc, secs);
+    fl.avail = 1;
+    ac_rate(&fl, 4, Tl, 4, 0.1, &acc, NULL);
+    CHECK(fabs(acc - 1) < 1e-12, "capped at the proposal (%g)", acc);
+    fl.avail_known = false;
     /* T(n) interpolation; a measured table made non-decreasing */
     CHECK(fabs(ac_verify_time(Tl, 4, 2.5) - 2.5) < 1e-12 && fabs(ac_verify_time(Tl, 4, 6) - 6) < 1e-12,
           "T interpolated and extended");

@@ -63,11 +63,18 @@ double ac_rate(const ac_family *f, int g, const double *t, int n_t, double o, do
             if (secs) *secs = 0;
             return 0;
         }
-        double tv = 0;
-        for (int d = 0; d <= g && d <= AC_GMAX; d++)
-            if (s->H[d] > 0) tv += s->H[d] * ac_verify_time(t, n_t, d);
-        a = s->A / s->R;
-        cost = (f->c * (s->D + f->x * s->Rd) + f->v * tv) / s->R + o;
+        if (f->avail_known) { /* this round's proposal */
+            const int d = f->avail < g ? f->avail : g;
+            a = d > 0 && s->Rd > 0 ? s->A / s->Rd : 0;
+            if (a > d) a = d;
+            cost = f->c * (d + f->x) + f->v * ac_verify_time(t, n_t, d) + o;
+        } else {
+            double tv = 0;
+            for (int d = 0; d <= g && d <= AC_GMAX; d++)
+                if (s->H[d] > 0) tv += s->H[d] * ac_verify_time(t, n_t, d);
+            a = s->A / s->R;
+            cost = (f->c * (s->D + f->x * s->Rd) + f->v * tv) / s->R + o;
+        }
     }
     if (acc) *acc = a;
     if (secs) *secs = cost;

@@ -16,7 +16,9 @@
  * where T(n) is the verification pass over n drafts (n + 1 positions), c the drafter's cost per drafted token, x its
  * extra steps per round that drafts (early exit's last draft through its layers; a lookup), v the fraction of a pass
  * the verification runs (early exit: (L - E) / L), o the per-round cost every candidate pays alike (the estimators).
- * Expected tokens/s of (family, g) = (A + R) / cost. The choice is the (family, g) with the highest; another family
+ * Expected tokens/s of (family, g) = (A + R) / cost. A family that knows how many drafts it can propose now (the
+ * lookup: avail, 0 when nothing matches) is rated for that round: with avail = 0 a plain step; else d = min(avail,
+ * g) drafts accepting A / Rd (its replayed rounds that drafted), at most d, at the cost of those d. The choice is the (family, g) with the highest; another family
  * takes over from the current one only when it beats the current family's best g by the hysteresis fraction (within
  * a family gamma moves freely: switching it costs nothing). */
 #ifndef SD_CTRL_AUTO_CHOOSE_H
@@ -41,6 +43,8 @@ typedef struct ac_family {
     ac_sim sim[AC_GMAX + 1]; /* [1..gmax] */
     double c, x, v;          /* the cost model above */
     int gmax;                /* 0: plain decoding (no drafts) */
+    bool avail_known;        /* it knows how many drafts it can propose this round (a lookup): avail */
+    int avail;
     bool off;                /* not a candidate now */
 } ac_family;
 

@@ -213,7 +213,13 @@ static void swift_estimate(auto_drafter *a) {
 }
 
 /* ------------------------------------------------------------------ the choice */
-static void choose(auto_drafter *a) {
+/* The choice for the round starting at hist[n - 1] (its lookup is made). */
+static void choose(auto_drafter *a, int n) {
+    const int ng = fam_of(a, FAM_NGRAM);
+    if (ng >= 0) {
+        a->af[ng].avail_known = a->ng_tag[(n - 1) % RING] == n - 1;
+        a->af[ng].avail = a->af[ng].avail_known ? a->ng_k[(n - 1) % RING] : 0;
+    }
     ac_pick pk;
     if (a->probe > 0 && a->round > 0 && a->round % a->probe == 0) { /* the family run least recently */
         int f = -1;
@@ -261,7 +267,7 @@ static sd_status ad_begin(drafter *d, const int32_t *hist, int n, sd_error *err)
     lookups(a, (int32_t *)hist, p0, n - 1);
     replay(a, hist, n);
     swift_estimate(a);
-    choose(a);
+    choose(a, n);
     return SD_OK;
 }
 
@@ -437,7 +443,7 @@ static void ad_on_verified(drafter *d, const int32_t *hist, int n, int acc) {
         a->timed = false;
     }
     a->round++;
-    choose(a);
+    choose(a, n);
 }
 
 static void ad_free(drafter *d) {

@@ -242,7 +242,7 @@ static void greedy_case(const model_case *mc, int n_predict) {
             sp.method = SD_SPEC_AUTO;
             sp.draft_ctx = cd;
             sp.auto_probe = v == 1 ? 1 : 0;
-            sp.swift_window = 8; /* SWIFT's optimiser scores sets (on the cache's scratch extension) between rounds */
+            sp.swift_window = 4; /* SWIFT's optimiser scores sets (on the cache's scratch extension) between rounds */
             if (v == 2) {
                 sp.gamma_max = 4;
                 for (int l = 1; l < ti.n_layer && l <= 8; l++) sp.auto_exits[sp.auto_n_exits++] = l;

@@ -172,7 +172,7 @@ static sd_ctx *mkctx(sd_model *m, int n_ctx, int n_seq) {
     sd_ctx_params cp = sd_ctx_default_params();
     cp.n_ctx = n_ctx;
     cp.n_batch = 32;
-    cp.n_threads = 2;
+    cp.n_threads = 1; /* 2 threads spin-wait for each other: minutes instead of seconds on a busy 2-core machine */
     cp.n_seq = n_seq;
     sd_ctx *c = NULL;
     sd_error err;

@@ -618,7 +618,12 @@ typedef struct sd_auto_cand_stats {
     int best, held, probe; /* why: the highest expected tokens/s / kept by hysteresis / a probe (auto_probe) */
     int gamma_sum;        /* drafts it was asked for, over its rounds (mean gamma = gamma_sum / rounds) */
     int drafted, accepted;
-    float accept_est;     /* its estimated per-token acceptance at the end (P(run >= 1)) */
+    float accept_est;     /* its estimated per-token acceptance at the end (P(first draft accepted)) */
+    /* calibration: the sum over its rounds of the accepted drafts the choice expected; over the timed_rounds of
+     * them (rounds run alone), the sums of the seconds it expected and the measured ones (drafting, verification
+     * and the estimators) */
+    double est_accepted, est_s, meas_s;
+    int timed_rounds;
 } sd_auto_cand_stats;
 
 typedef struct sd_spec_stats {

@@ -6,7 +6,8 @@
  *     choosing freely and switching method every round (probe = 1); after every round the target's cache and the
  *     draft model's equal a plain run's over the same tokens (bit for bit);
  *  3. a batch of auto sessions in the scheduler gives every session its plain greedy output;
- *  4. sampling: the first sampled token follows the target's distribution (chi-square) with each candidate;
+ *  4. sampling: the first sampled token follows the target's distribution (chi-square) with each drafting family
+ *     alone (SWIFT included) and with all of them;
  *  5. the registry: candidates / exits parsing and the errors for what a pool lacks. */
 #include <math.h>
 #include <stdlib.h>
@@ -17,95 +18,153 @@
 #include "testlib.h"
 
 /* ------------------------------------------------------------------ 1. the chooser */
-static void chooser(void) {
-    /* run-length statistics without decay: E[acc | g] is the mean of min(L, g), E[drafted | g] of min(kp, g) */
-    ac_stats s;
-    ac_stats_init(&s, 0, 0);
-    const int L[6] = {0, 3, 1, 7, 2, 5}, kp[6] = {AC_GMAX, AC_GMAX, 2, AC_GMAX, AC_GMAX, 4};
-    for (int i = 0; i < 6; i++) ac_stats_observe(&s, L[i], kp[i], 1.0, 1.0);
-    for (int g = 1; g <= 8; g++) {
-        double want = 0, wd = 0;
-        for (int i = 0; i < 6; i++) {
-            int r = L[i] < kp[i] ? L[i] : kp[i];
-            want += (r < g ? r : g) / 6.0;
-            wd += (kp[i] < g ? kp[i] : g) / 6.0;
-        }
-        CHECK(fabs(ac_stats_acc(&s, g) - want) < 1e-12, "E[acc | %d] = %g, want %g", g, ac_stats_acc(&s, g), want);
-        CHECK(fabs(ac_stats_drafted(&s, g) - wd) < 1e-12, "E[drafted | %d] = %g, want %g", g, ac_stats_drafted(&s, g), wd);
-    }
-    /* decay: the old weight shrinks by the factor per observation */
-    ac_stats_init(&s, 0, 0);
-    ac_stats_observe(&s, 0, AC_GMAX, 0.5, 1.0);
-    ac_stats_observe(&s, AC_GMAX, AC_GMAX, 0.5, 1.0);
-    CHECK(fabs(ac_stats_acc(&s, 1) - 1 / 1.5) < 1e-12, "decayed P(L >= 1) = %g", ac_stats_acc(&s, 1));
-    /* weighted observations: 32 of weight 1/16 count as two rounds */
-    ac_stats_init(&s, 0, 0);
-    ac_stats_observe(&s, 0, AC_GMAX, 0.9, 1.0);
-    for (int i = 0; i < 32; i++) ac_stats_observe(&s, AC_GMAX, AC_GMAX, 0.9, 1.0 / 16);
-    const double w_old = pow(0.9, 2.0); /* the first observation after two rounds' decay */
-    CHECK(fabs(s.W - (w_old + (1 - w_old) / (1 - pow(0.9, 1.0 / 16)) / 16)) < 1e-9 &&
-              fabs(ac_stats_acc(&s, 1) - (s.W - w_old) / s.W) < 1e-9,
-          "weighted observations (W %g, P(L >= 1) %g)", s.W, ac_stats_acc(&s, 1));
-    /* T(n) interpolation */
-    const double T[5] = {1, 1.5, 2, 3, 4};
-    CHECK(fabs(ac_verify_time(T, 4, 2.5) - 2.5) < 1e-12 && fabs(ac_verify_time(T, 4, 6) - 6) < 1e-12,
-          "T interpolated and extended");
+/* A synthetic text for the replay: m[q] = 1 when the family's prediction at q is the text's next token, 0 when not,
+ * -1 when it has none; k[q] (when set) the length of a lookup's proposal at q. */
+typedef struct synth {
+    const int *m, *k;
+    int n; /* positions 0..n-1 of the text exist */
+} synth;
 
-    /* families: 0 plain, 1 a free lookup accepting 90% per token, 2 a costly drafter accepting 95% */
-    const double flat[AC_GMAX + 1] = {0};
+static int synth_outcome(void *user, int p, int g, int *L, int *d) {
+    const synth *sy = user;
+    if (p > sy->n - 1) return 0;
+    *d = sy->k ? (sy->k[p] < g ? sy->k[p] : g) : g;
+    for (int j = 0; j < *d; j++) {
+        if (p + j + 1 > sy->n - 1) return 0;
+        if (sy->m[p + j] < 0) return -1;
+        if (!sy->m[p + j]) return *L = j, 1;
+    }
+    if (p + *d + 1 > sy->n - 1) return 0;
+    return *L = *d, 1;
+}
+
+static void chooser(void) {
+    /* the replay counts where each gamma's own rounds start: runs of 3 matches between misses. With g = 4 every
+     * round starts after a miss (at the target's token) and accepts 3; with g = 2: 2 accepted, then a round that
+     * starts on the miss. (Every position alike would say 1.5 and 1.25.) */
+    const int m[13] = {1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1};
+    synth sy = {m, NULL, 13};
+    ac_family f0 = {.c = 0, .v = 1, .gmax = 4};
+    for (int g = 1; g <= 4; g++) ac_sim_init(&f0.sim[g], g, 0, 0, 0);
+    ac_replay(&f0, synth_outcome, &sy, 1.0, 0, 1.0);
+    CHECK(f0.sim[4].R == 3 && f0.sim[4].A == 9 && f0.sim[4].D == 12 && f0.sim[4].next == 12,
+          "g = 4: 3 rounds of 3 accepted (R %g A %g next %d)", f0.sim[4].R, f0.sim[4].A, f0.sim[4].next);
+    CHECK(f0.sim[2].R == 6 && f0.sim[2].A == 6 && f0.sim[2].next == 12, "g = 2: 6 rounds, 6 accepted (R %g A %g)",
+          f0.sim[2].R, f0.sim[2].A);
+    /* more text decides the pending round; a gap is skipped; the prompt's rounds weigh less; decay per round */
+    const int m2[10] = {1, 1, -1, 1, 1, 1, 1, 1, 0, 1};
+    synth s2 = {m2, NULL, 4};
+    ac_family f1 = {.v = 1, .gmax = 3};
+    ac_sim_init(&f1.sim[3], 3, 0, 0, 0);
+    ac_replay(&f1, synth_outcome, &s2, 0.5, 3, 0.25);
+    CHECK(f1.sim[3].R == 0 && f1.sim[3].next == 3, "the gap at 2 skipped, round at 3 pending (R %g next %d)",
+          f1.sim[3].R, f1.sim[3].next);
+    s2.n = 10;
+    ac_replay(&f1, synth_outcome, &s2, 0.5, 3, 0.25);
+    /* rounds at 3 (L 3, next 7, weight 1) and 7 (L 1: miss at 8, next 9) */
+    CHECK(f1.sim[3].R == 0.5 * 1 + 1 && f1.sim[3].A == 0.5 * 3 + 1 && f1.sim[3].next == 9, "decayed sums (R %g A %g)",
+          f1.sim[3].R, f1.sim[3].A);
+    ac_family f2 = {.v = 1, .gmax = 2};
+    ac_sim_init(&f2.sim[2], 2, 0, 0, 0);
+    ac_replay(&f2, synth_outcome, &(synth){m, NULL, 13}, 1.0, 4, 0.25); /* rounds at 0 and 3 are the prompt's */
+    CHECK(fabs(f2.sim[2].R - 4.5) < 1e-12 && fabs(f2.sim[2].A - 4.5) < 1e-12, "prompt rounds weigh 0.25 (R %g A %g)",
+          f2.sim[2].R, f2.sim[2].A);
+    /* a lookup proposes fewer than g: drafted counts by length, rounds that drafted nothing are plain steps */
+    const int mk[8] = {1, 1, 1, 1, 1, 1, 1, 1}, kk[8] = {0, 2, 5, 0, 0, 0, 0, 0};
+    ac_family fl = {.c = 0.01, .x = 1, .v = 1, .gmax = 4};
+    for (int g = 1; g <= 4; g++) ac_sim_init(&fl.sim[g], g, 0, 0, 0);
+    ac_replay(&fl, synth_outcome, &(synth){mk, kk, 8}, 1.0, 0, 1.0);
+    /* g = 4: rounds at 0 (d 0), 1 (d 2, L 2), 4 (d 0), 5, 6 (d 0) */
+    const ac_sim *l4 = &fl.sim[4];
+    CHECK(l4->R == 5 && l4->A == 2 && l4->D == 2 && l4->Rd == 1 && l4->H[0] == 4 && l4->H[2] == 1,
+          "lookup rounds (R %g A %g D %g Rd %g)", l4->R, l4->A, l4->D, l4->Rd);
+    const double Tl[5] = {1, 1.5, 2, 3, 4};
+    double acc, secs, r = ac_rate(&fl, 4, Tl, 4, 0.1, &acc, &secs);
+    const double want_s = (0.01 * (2 + 1) + 4 * 1 + 1 * 2) / 5 + 0.1;
+    CHECK(fabs(secs - want_s) < 1e-12 && fabs(acc - 0.4) < 1e-12 && fabs(r - 1.4 / want_s) < 1e-12,
+          "rate = (A + R) / cost (%g s, %g acc)", secs, acc);
+    /* the lookup's proposal of this round is known: none -> a plain step's cost and nothing accepted; d drafts ->
+     * the acceptance of its rounds that drafted (2 of 1), capped at d, at the cost of d */
+    fl.avail_known = true, fl.avail = 0;
+    r = ac_rate(&fl, 4, Tl, 4, 0.1, &acc, &secs);
+    CHECK(acc == 0 && fabs(secs - (0.01 + 1 + 0.1)) < 1e-12, "no proposal now: a plain step (%g s)", secs);
+    fl.avail = 3;
+    r = ac_rate(&fl, 4, Tl, 4, 0.1, &acc, &secs);
+    CHECK(fabs(acc - 2) < 1e-12 && fabs(secs - (0.01 * 4 + 3 + 0.1)) < 1e-12 && fabs(r - 3 / secs) < 1e-12,
+          "a proposal of 3 now (acc %g, %g s)", acc, secs);
+    fl.avail = 1;
+    ac_rate(&fl, 4, Tl, 4, 0.1, &acc, NULL);
+    CHECK(fabs(acc - 1) < 1e-12, "capped at the proposal (%g)", acc);
+    fl.avail_known = false;
+    /* T(n) interpolation; a measured table made non-decreasing */
+    CHECK(fabs(ac_verify_time(Tl, 4, 2.5) - 2.5) < 1e-12 && fabs(ac_verify_time(Tl, 4, 6) - 6) < 1e-12,
+          "T interpolated and extended");
+    double mt[6] = {1, 0.8, 1.2, 1.1, 2, 2};
+    ac_monotone(mt, 5);
+    CHECK(fabs(mt[0] - 0.9) < 1e-12 && fabs(mt[1] - 0.9) < 1e-12 && fabs(mt[2] - 1.15) < 1e-12 &&
+              fabs(mt[3] - 1.15) < 1e-12 && mt[4] == 2 && mt[5] == 2,
+          "monotone table (%g %g %g %g)", mt[0], mt[1], mt[2], mt[3]);
+
+    /* families on synthetic tables: 0 plain, 1 a free lookup accepting 90% per token, 2 a costly drafter 95% */
     double Tf[AC_GMAX + 1], Ts[AC_GMAX + 1];
     for (int i = 0; i <= AC_GMAX; i++) Tf[i] = 1 + 0.02 * i, Ts[i] = 1 + 0.5 * i; /* flat and steep T */
-    (void)flat;
-    ac_family f[3] = {{.v = 1, .gmax = 0}, {.c = 0.001, .x = 1, .v = 1, .gmax = 16}, {.c = 0.3, .v = 1, .gmax = 16}};
-    ac_stats_init(&f[1].st, 100, 0.9);
-    ac_stats_init(&f[2].st, 100, 0.95);
-    ac_pick p = ac_choose(f, 3, Tf, 16, -1, 0.05);
+    static ac_family f[3];
+    f[0] = (ac_family){.v = 1, .gmax = 0};
+    f[1] = (ac_family){.c = 0.001, .x = 1, .v = 1, .gmax = 16};
+    f[2] = (ac_family){.c = 0.3, .v = 1, .gmax = 16};
+#define PLANT(fam, a)                                                                                                \
+    for (int g = 1; g <= 16; g++) ac_sim_init(&(fam).sim[g], g, 100, a, 0)
+    PLANT(f[1], 0.9);
+    PLANT(f[2], 0.95);
+    ac_pick p = ac_choose(f, 3, Tf, 16, 0, -1, 0.05);
     int g_lookup = p.g;
     CHECK(p.fam == 1 && p.why == AC_BEST && p.g >= 8, "flat T: the free lookup with a long gamma (got family %d, g %d)",
           p.fam, p.g);
-    /* expected rate by hand for the pick */
-    double a = 0, q = 1;
+    double a = 0, q = 1; /* the pick's rate by hand */
     for (int j = 1; j <= p.g; j++) q *= 0.9, a += q;
     CHECK(fabs(p.rate - (a + 1) / (0.001 * (p.g + 1) + 1 + 0.02 * p.g)) < 1e-9, "rate formula (%g)", p.rate);
-    /* a steep T shortens gamma */
-    p = ac_choose(f, 3, Ts, 16, 1, 0.05);
+    p = ac_choose(f, 3, Ts, 16, 0, 1, 0.05); /* a steep T shortens gamma */
     CHECK(p.fam == 1 && p.g >= 1 && p.g < g_lookup, "steep T: a shorter gamma (%d vs %d)", p.g, g_lookup);
-    /* a cost change flips it: the lookup becomes expensive, the drafter cheap */
-    f[1].c = 0.5, f[2].c = 0.001;
-    p = ac_choose(f, 3, Tf, 16, -1, 0.05);
+    f[1].c = 0.5, f[2].c = 0.001; /* a cost change flips it */
+    p = ac_choose(f, 3, Tf, 16, 0, -1, 0.05);
     CHECK(p.fam == 2 && p.why == AC_BEST, "cost change: the drafter (got %d)", p.fam);
+    /* an overhead every candidate pays favours longer rounds */
+    int g_o0, g_o1;
+    ac_best_g(&f[2], Ts, 16, 0, &g_o0);
+    ac_best_g(&f[2], Ts, 16, 5, &g_o1);
+    CHECK(g_o1 > g_o0, "a per-round overhead lengthens gamma (%d vs %d)", g_o1, g_o0);
     /* hysteresis: the lookup runs and the drafter is better by less than the fraction -> held */
     f[1].c = 0.001, f[2].c = 0.001;
-    ac_stats_init(&f[2].st, 100, 0.905);
+    PLANT(f[2], 0.905);
     int g1, g2;
-    double r1 = ac_best_g(&f[1], Tf, 16, &g1), r2 = ac_best_g(&f[2], Tf, 16, &g2);
+    double r1 = ac_best_g(&f[1], Tf, 16, 0, &g1), r2 = ac_best_g(&f[2], Tf, 16, 0, &g2);
     CHECK(r2 > r1 && r2 < r1 * 1.05, "the planted margin (%g vs %g)", r2, r1);
-    p = ac_choose(f, 3, Tf, 16, 1, 0.05);
+    p = ac_choose(f, 3, Tf, 16, 0, 1, 0.05);
     CHECK(p.fam == 1 && p.why == AC_HELD && p.g == g1, "hysteresis holds the running family (got %d, why %d)", p.fam,
           p.why);
-    p = ac_choose(f, 3, Tf, 16, 1, 0.0);
+    p = ac_choose(f, 3, Tf, 16, 0, 1, 0.0);
     CHECK(p.fam == 2 && p.why == AC_BEST, "no hysteresis: the better one (got %d)", p.fam);
-    ac_stats_init(&f[2].st, 100, 0.97);
-    p = ac_choose(f, 3, Tf, 16, 1, 0.05);
+    PLANT(f[2], 0.97);
+    p = ac_choose(f, 3, Tf, 16, 0, 1, 0.05);
     CHECK(p.fam == 2 && p.why == AC_BEST, "a clearly better family takes over (got %d)", p.fam);
     /* nothing accepted: plain decoding; a family that is off is never chosen */
-    ac_stats_init(&f[1].st, 100, 0);
-    ac_stats_init(&f[2].st, 100, 0);
-    p = ac_choose(f, 3, Tf, 16, -1, 0.05);
+    PLANT(f[1], 0);
+    PLANT(f[2], 0);
+    p = ac_choose(f, 3, Tf, 16, 0, -1, 0.05);
     CHECK(p.fam == 0 && p.g == 0, "no acceptance: plain decoding (got %d, g %d)", p.fam, p.g);
-    p = ac_choose(f, 3, Tf, 16, 2, 0.05); /* within the hysteresis of plain decoding: held */
+    p = ac_choose(f, 3, Tf, 16, 0, 2, 0.05); /* within the hysteresis of plain decoding: held */
     CHECK(p.fam == 2 && p.why == AC_HELD, "no acceptance, running family held (got %d)", p.fam);
-    ac_stats_init(&f[2].st, 100, 0.9);
+    PLANT(f[2], 0.9);
     f[2].off = true;
-    p = ac_choose(f, 3, Tf, 16, 0, 0.05);
+    p = ac_choose(f, 3, Tf, 16, 0, 0, 0.05);
     CHECK(p.fam == 0, "a family that is off is not chosen (got %d)", p.fam);
-    /* early exit's cost model: per-token cost c, verification share v */
+    /* early exit's cost model: per-token cost c, one more step per round, verification share v */
     ac_family e = {.c = 0.25, .x = 1, .v = 0.75, .gmax = 4};
-    ac_stats_init(&e.st, 1, 1.0);
-    double acc;
-    double r = ac_rate(&e, 2, Tf, 16, &acc);
+    ac_sim_init(&e.sim[2], 2, 1, 1.0, 0);
+    r = ac_rate(&e, 2, Tf, 16, 0, &acc, NULL);
     CHECK(fabs(acc - 2) < 1e-12 && fabs(r - 3 / (0.25 * 3 + 0.75 * Tf[2])) < 1e-12, "early exit cost (%g)", r);
-    printf("  chooser: statistics, rates, gamma by T, cost flip, hysteresis, plain fallback\n");
+#undef PLANT
+    printf("  chooser: replayed rounds, rates, gamma by T, cost flip, overhead, hysteresis, plain fallback\n");
 }
 
 /* ------------------------------------------------------------------ 2. greedy + caches */
@@ -113,7 +172,7 @@ static sd_ctx *mkctx(sd_model *m, int n_ctx, int n_seq) {
     sd_ctx_params cp = sd_ctx_default_params();
     cp.n_ctx = n_ctx;
     cp.n_batch = 32;
-    cp.n_threads = 2;
+    cp.n_threads = 1; /* 2 threads spin-wait for each other: minutes instead of seconds on a busy 2-core machine */
     cp.n_seq = n_seq;
     sd_ctx *c = NULL;
     sd_error err;
@@ -159,7 +218,7 @@ static void greedy_case(const model_case *mc, int n_predict) {
     spp.temp = 0;
     sd_sampler *smp;
     sd_sampler_new(&spp, ti.n_vocab, &smp, NULL);
-    int runs = 0, bad = 0, rounds = 0, cache_bad = 0, switches = 0, fams_used = 0;
+    int runs = 0, bad = 0, rounds = 0, cache_bad = 0, switches = 0, fams_used = 0, swift_rounds = 0, opt_steps = 0;
     for (int t = 0; t < 3; t++) {
         int32_t prompt[128];
         int np = 0;
@@ -183,6 +242,7 @@ static void greedy_case(const model_case *mc, int n_predict) {
             sp.method = SD_SPEC_AUTO;
             sp.draft_ctx = cd;
             sp.auto_probe = v == 1 ? 1 : 0;
+            sp.swift_window = 4; /* SWIFT's optimiser scores sets (on the cache's scratch extension) between rounds */
             if (v == 2) {
                 sp.gamma_max = 4;
                 for (int l = 1; l < ti.n_layer && l <= 8; l++) sp.auto_exits[sp.auto_n_exits++] = l;
@@ -216,6 +276,9 @@ static void greedy_case(const model_case *mc, int n_predict) {
                 switches += st.n_rounds;
             }
             if (used > fams_used) fams_used = used;
+            for (int i = 0; i < st.n_auto_cands; i++)
+                if (!strcmp(st.auto_cands[i].name, "swift")) swift_rounds += st.auto_cands[i].rounds;
+            opt_steps += s2 ? 0 : st.opt_steps;
         }
         free(seq);
         free(plain);
@@ -225,9 +288,13 @@ static void greedy_case(const model_case *mc, int n_predict) {
         sd_ctx_free(cd);
         sd_ctx_free(cdref);
     }
-    printf("  %-34s %-18s %2d runs, %d differ; caches checked after %4d rounds, %d bad; %3d rounds switching; up to "
-           "%d candidates used\n",
-           mc->target + 7, dm ? mc->draft + 7 : "(no draft)", runs, bad, rounds, cache_bad, switches, fams_used);
+    if (ti.n_layer >= 3)
+        CHECK(swift_rounds > 0 && opt_steps > 0, "%s: swift ran %d rounds, %d optimisation steps", mc->target, swift_rounds,
+              opt_steps);
+    printf("  %-30s %-18s %2d runs, %d differ; caches checked after %4d rounds, %d bad; %3d rounds switching; up to "
+           "%d candidates used; swift %d rounds, %d optimiser steps\n",
+           mc->target + 7, dm ? mc->draft + 7 : "(no draft)", runs, bad, rounds, cache_bad, switches, fams_used,
+           swift_rounds, opt_steps);
     sd_sampler_free(smp);
     sd_model_free(tm);
     sd_model_free(dm);
@@ -356,6 +423,9 @@ static void registry(void) {
               sp.auto_candidates == ((1u << SD_SPEC_NGRAM) | (1u << SD_SPEC_DRAFT)),
           "the CLI's comma list: %s", err.msg);
     CHECK(sd_spec_set(&sp, "candidates", "all", &err) == SD_OK && sp.auto_candidates == 0, "all: %s", err.msg);
+    CHECK(sd_spec_set(&sp, "candidates", "swift+draft", &err) == SD_OK &&
+              sp.auto_candidates == ((1u << SD_SPEC_SWIFT) | (1u << SD_SPEC_DRAFT)),
+          "swift's bit is its method's: %s", err.msg);
     CHECK(sd_spec_set(&sp, "candidates", "ngram+bogus", &err) == SD_ERR_ARG && strstr(err.msg, "bogus") &&
               strstr(err.msg, "none|draft|ngram|early-exit"),
           "unknown candidate: %s", err.msg);
@@ -369,6 +439,9 @@ static void registry(void) {
     sd_spec_set(&sp, "candidates", "draft+ngram", NULL);
     CHECK(sd_spec_check(tm, NULL, &sp, &err) == SD_ERR_ARG && strstr(err.msg, "draft model"),
           "a draft candidate without a draft model: %s", err.msg);
+    sd_spec_set(&sp, "candidates", "ngram+del", NULL);
+    CHECK(sd_spec_check(tm, NULL, &sp, &err) == SD_ERR_ARG && strstr(err.msg, "not candidates"),
+          "del is not a candidate: %s", err.msg);
     sp.auto_candidates = 0;
     sd_spec_set(&sp, "exits", "2+5", NULL);
     CHECK(sd_spec_check(tm, NULL, &sp, &err) == SD_ERR_ARG && strstr(err.msg, "exit depth 5"), "exit depth: %s",
@@ -397,6 +470,7 @@ int main(void) {
     batch();
     first_token("draft", 4000);
     first_token("early-exit", 4000);
-    first_token("ngram+draft+early-exit", 2000);
+    first_token("swift", 2000);
+    first_token("ngram+draft+early-exit+swift", 2000);
     return tl_finish("test_auto");
 }

@@ -289,8 +289,8 @@ int cmd_bench_spec(int argc, char **argv) {
         for (int m = 0; m < n_m; m++)
             if (ms[m].use_heads) ms[m].sp.exit_heads = heads;
     }
-    for (int m = 1; m < n_m; m++) /* SWIFT: one optimiser state per method, for the whole run */
-        if (ms[m].sp.method == SD_SPEC_SWIFT && info.n_layer >= 3) {
+    for (int m = 1; m < n_m; m++) /* SWIFT (and auto's SWIFT): one optimiser state per method, for the whole run */
+        if (run_uses_swift(&ms[m].sp) && info.n_layer >= 3) {
             if (sd_swift_state_new(info.n_layer, &ms[m].sp, spp.seed, &ms[m].swift, &err) != SD_OK) {
                 fprintf(stderr, "error: %s\n", err.msg);
                 goto done;
@@ -354,8 +354,9 @@ int cmd_bench_spec(int argc, char **argv) {
     }
     int skipped = 0, mismatched = 0;
     double t_start = cmd_now();
-    for (int m = 0; m < n_m; m++) {
-        for (int q = -1; q < n_q; q++) { /* q = -1: warm-up on the first question, not recorded */
+    /* question by question, every method in turn (load that drifts during a run falls on all of them alike) */
+    for (int q = -1; q < n_q; q++) { /* q = -1: warm-up on the first question, not recorded */
+        for (int m = 0; m < n_m; m++) {
             const jl_question *Q = &qs[q < 0 ? 0 : q];
             int n_ctx_toks = 0;
             for (int t = 0; t < Q->n_turns; t++) {
@@ -512,17 +513,23 @@ int cmd_bench_spec(int argc, char **argv) {
         for (int m = 0; m < n_m; m++) any |= A[n_cats][m].autos.n_auto_cands > 0;
         if (!f || !any) continue;
         fprintf(f, "\nauto: rounds per candidate (why: the highest expected tokens/s, held by hysteresis, a probe), its mean "
-                   "gamma and acceptance\n\n| category | method | candidate | rounds | best / held / probe | gamma | alpha |\n"
-                   "|---|---|---|---|---|---|---|\n");
+                   "gamma and acceptance; accepted drafts per round and ms per round, each against what the choice "
+                   "expected\n\n| category | method | candidate | rounds | best / held / probe | gamma | alpha | "
+                   "accepted / round (expected) | ms / round (expected) |\n|---|---|---|---|---|---|---|---|---|\n");
         for (int c = 0; c <= n_cats; c++)
             for (int m = 0; m < n_m; m++) {
                 const sd_spec_stats *au = &A[c][m].autos;
                 for (int i = 0; i < au->n_auto_cands; i++) {
                     const sd_auto_cand_stats *x = &au->auto_cands[i];
                     if (!x->rounds) continue;
-                    fprintf(f, "| %s | %s | %s | %d | %d / %d / %d | %.2f | %.3f |\n", c < n_cats ? cats[c] : "**overall**",
-                            ms[m].label, x->name, x->rounds, x->best, x->held, x->probe, (double)x->gamma_sum / x->rounds,
-                            x->drafted ? (double)x->accepted / x->drafted : 0.0);
+                    fprintf(f, "| %s | %s | %s | %d | %d / %d / %d | %.2f | %.3f | %.2f (%.2f) |",
+                            c < n_cats ? cats[c] : "**overall**", ms[m].label, x->name, x->rounds, x->best, x->held,
+                            x->probe, (double)x->gamma_sum / x->rounds, x->drafted ? (double)x->accepted / x->drafted : 0.0,
+                            (double)x->accepted / x->rounds, x->est_accepted / x->rounds);
+                    if (x->timed_rounds > 0)
+                        fprintf(f, " %.1f (%.1f) |\n", 1e3 * x->meas_s / x->timed_rounds, 1e3 * x->est_s / x->timed_rounds);
+                    else
+                        fprintf(f, " - |\n");
                 }
             }
     }
@@ -560,8 +567,11 @@ int cmd_bench_spec(int argc, char **argv) {
                             const sd_auto_cand_stats *x = &a->autos.auto_cands[i];
                             fprintf(f, "%s{\"name\": ", i ? ", " : "");
                             out_json_str(f, x->name);
-                            fprintf(f, ", \"rounds\": %d, \"best\": %d, \"held\": %d, \"probe\": %d, \"drafted\": %d, "
-                                       "\"accepted\": %d}", x->rounds, x->best, x->held, x->probe, x->drafted, x->accepted);
+                            fprintf(f, ", \"rounds\": %d, \"best\": %d, \"held\": %d, \"probe\": %d, \"gamma_sum\": %d, "
+                                       "\"drafted\": %d, \"accepted\": %d, \"est_accepted\": %.4f, \"timed_rounds\": %d, "
+                                       "\"est_s\": %.6f, \"meas_s\": %.6f}",
+                                    x->rounds, x->best, x->held, x->probe, x->gamma_sum, x->drafted, x->accepted,
+                                    x->est_accepted, x->timed_rounds, x->est_s, x->meas_s);
                         }
                         fputs("]", f);
                     }

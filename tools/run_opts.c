@@ -227,11 +227,12 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
         }
         o->spec.exit_heads = env->heads;
     }
-    if (o->skip_set_path && o->spec.method != SD_SPEC_SWIFT && !o->swift_any_method) {
-        fprintf(stderr, "error: --skip-set needs --spec swift\n");
+    const bool swift = run_uses_swift(&o->spec);
+    if (o->skip_set_path && !swift && !o->swift_any_method) {
+        fprintf(stderr, "error: --skip-set needs --spec swift (or auto with swift among its candidates)\n");
         return false;
     }
-    if ((o->spec.method == SD_SPEC_SWIFT || o->swift_any_method) && info->n_layer >= 3) {
+    if ((swift || o->swift_any_method) && info->n_layer >= 3) {
         FILE *f = o->skip_set_path ? fopen(o->skip_set_path, "r") : NULL;
         if (f) fclose(f);
         sd_status st = f ? sd_swift_state_load(o->skip_set_path, info->n_layer, &env->swift, &err)
@@ -306,6 +307,11 @@ bool run_env_save_swift(const run_opts *o, const run_env *env) {
     return true;
 }
 
+bool run_uses_swift(const sd_spec_params *sp) {
+    const unsigned swift = 1u << SD_SPEC_SWIFT;
+    return sp->method == SD_SPEC_SWIFT || (sp->method == SD_SPEC_AUTO && (!sp->auto_candidates || (sp->auto_candidates & swift)));
+}
+
 void run_auto_add(sd_spec_stats *sum, const sd_spec_stats *st) {
     sum->t_aux_s += st->t_aux_s;
     sum->t_gen_s += st->t_gen_s;
@@ -323,6 +329,8 @@ void run_auto_add(sd_spec_stats *sum, const sd_spec_stats *st) {
         a->rounds += c->rounds, a->best += c->best, a->held += c->held, a->probe += c->probe;
         a->gamma_sum += c->gamma_sum, a->drafted += c->drafted, a->accepted += c->accepted;
         a->accept_est = c->accept_est;
+        a->est_accepted += c->est_accepted, a->est_s += c->est_s, a->meas_s += c->meas_s;
+        a->timed_rounds += c->timed_rounds;
     }
 }
 
@@ -337,6 +345,12 @@ void run_print_auto(FILE *f, const sd_spec_stats *st) {
             fprintf(f, ", gamma %.2f, acceptance %.1f%% (%d/%d)", (double)c->gamma_sum / c->rounds,
                     100.0 * c->accepted / c->drafted, c->accepted, c->drafted);
         if (strcmp(c->name, "none")) fprintf(f, ", estimate %.2f", c->accept_est);
+        if (c->rounds > 0 && c->drafted > 0)
+            fprintf(f, "; accepted per round %.2f (expected %.2f)", (double)c->accepted / c->rounds,
+                    c->est_accepted / c->rounds);
+        if (c->timed_rounds > 0)
+            fprintf(f, "; ms per round %.1f (expected %.1f)", 1e3 * c->meas_s / c->timed_rounds,
+                    1e3 * c->est_s / c->timed_rounds);
         fputc('\n', f);
     }
     fprintf(f, "auto: estimators (catch-up forwards, shadow tokens, lookups) %.3f s (%.1f%% of decode)\n", st->t_aux_s,

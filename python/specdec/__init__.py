@@ -77,7 +77,8 @@ class Stats:
                "t_gen_s", "t_draft_s", "t_verify_s", "t_aux_s", "layer_passes", "mean_exit", "mean_gamma",
                "n_verified", "t_companion_s")
 
-    _AUTO = ("rounds", "best", "held", "probe", "gamma_sum", "drafted", "accepted", "accept_est")
+    _AUTO = ("rounds", "best", "held", "probe", "gamma_sum", "drafted", "accepted", "accept_est", "est_accepted", "est_s",
+             "meas_s", "timed_rounds")
 
     def __init__(self, c):
         for f in self._FIELDS:

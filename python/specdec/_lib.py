@@ -77,7 +77,8 @@ class SessionParams(ctypes.Structure):
 class AutoCandStats(ctypes.Structure):
     _c_name_ = "sd_auto_cand_stats"
     _fields_ = [("name", ctypes.c_char * 24), ("rounds", c_int), ("best", c_int), ("held", c_int), ("probe", c_int),
-                ("gamma_sum", c_int), ("drafted", c_int), ("accepted", c_int), ("accept_est", c_float)]
+                ("gamma_sum", c_int), ("drafted", c_int), ("accepted", c_int), ("accept_est", c_float),
+                ("est_accepted", c_double), ("est_s", c_double), ("meas_s", c_double), ("timed_rounds", c_int)]
 
 
 SD_AUTO_MAX_CANDS = 12

@@ -3,37 +3,46 @@
 #include <math.h>
 #include <string.h>
 
-void ac_stats_init(ac_stats *s, double w, double a) {
+void ac_sim_init(ac_sim *s, int g, double w, double a, int start) {
     memset(s, 0, sizeof *s);
-    s->W = w;
-    double p = 1;
-    for (int j = 1; j <= AC_GMAX; j++) {
-        p *= a;
-        s->S[j] = w * p;
-        s->K[j] = w;
-    }
+    s->next = start;
+    if (g < 0) g = 0;
+    if (g > AC_GMAX) g = AC_GMAX;
+    double p = 1, acc = 0;
+    for (int j = 1; j <= g; j++) p *= a, acc += p;
+    s->R = w;
+    s->A = w * acc;
+    s->D = w * g;
+    s->Rd = g > 0 ? w : 0;
+    s->H[g] = w;
 }
 
-void ac_stats_observe(ac_stats *s, int L, int kp, double decay, double w) {
-    const int run = L < kp ? L : kp;
+void ac_sim_round(ac_sim *s, int L, int d, double decay, double w) {
+    if (d < 0) d = 0;
+    if (d > AC_GMAX) d = AC_GMAX;
     const double f = w == 1 ? decay : pow(decay, w);
-    s->W = f * s->W + w;
-    for (int j = 1; j <= AC_GMAX; j++) {
-        s->S[j] = f * s->S[j] + w * (run >= j);
-        s->K[j] = f * s->K[j] + w * (kp >= j);
+    s->R = f * s->R + w;
+    s->A = f * s->A + w * L;
+    s->D = f * s->D + w * d;
+    s->Rd = f * s->Rd + (d > 0 ? w : 0);
+    for (int j = 0; j <= AC_GMAX; j++) s->H[j] = f * s->H[j] + (j == d ? w : 0);
+}
+
+void ac_replay(ac_family *f, ac_outcome out, void *user, double decay, int p_full, double w_before) {
+    for (int g = 1; g <= f->gmax && g <= AC_GMAX; g++) {
+        ac_sim *s = &f->sim[g];
+        for (;;) {
+            int L = 0, d = 0, r = out(user, s->next, g, &L, &d);
+            if (r == 0) break;
+            if (r < 0) {
+                s->next++;
+                continue;
+            }
+            ac_sim_round(s, L, d, decay, s->next < p_full ? w_before : 1.0);
+            s->next += L + 1;
+        }
     }
-    s->n_obs++;
 }
-
-static double sum_to(const double *x, double W, int g) {
-    if (!(W > 0)) return 0;
-    double a = 0;
-    for (int j = 1; j <= g && j <= AC_GMAX; j++) a += x[j];
-    return a / W;
-}
-
-double ac_stats_acc(const ac_stats *s, int g) { return sum_to(s->S, s->W, g); }
-double ac_stats_drafted(const ac_stats *s, int g) { return sum_to(s->K, s->W, g); }
 
 double ac_verify_time(const double *t, int n_t, double n) {
     if (n_t <= 0) return t[0] * (1 + n);
@@ -43,30 +52,52 @@ double ac_verify_time(const double *t, int n_t, double n) {
     return t[i] + (n - i) * (t[i + 1] - t[i]);
 }
 
-double ac_rate(const ac_family *f, int g, const double *t, int n_t, double *acc) {
-    const double a = g > 0 ? ac_stats_acc(&f->st, g) : 0, d = g > 0 ? ac_stats_drafted(&f->st, g) : 0;
-    const double cost = (g > 0 ? f->c * (d + f->x) : 0) + (g > 0 ? f->v : 1) * ac_verify_time(t, n_t, d);
+double ac_rate(const ac_family *f, int g, const double *t, int n_t, double o, double *acc, double *secs) {
+    double a = 0, cost;
+    if (g <= 0 || f->gmax <= 0) {
+        cost = t[0] + o;
+    } else {
+        const ac_sim *s = &f->sim[g > AC_GMAX ? AC_GMAX : g];
+        if (!(s->R > 0)) {
+            if (acc) *acc = 0;
+            if (secs) *secs = 0;
+            return 0;
+        }
+        if (f->avail_known) { /* this round's proposal */
+            const int d = f->avail < g ? f->avail : g;
+            a = d > 0 && s->Rd > 0 ? s->A / s->Rd : 0;
+            if (a > d) a = d;
+            cost = f->c * (d + f->x) + f->v * ac_verify_time(t, n_t, d) + o;
+        } else {
+            double tv = 0;
+            for (int d = 0; d <= g && d <= AC_GMAX; d++)
+                if (s->H[d] > 0) tv += s->H[d] * ac_verify_time(t, n_t, d);
+            a = s->A / s->R;
+            cost = (f->c * (s->D + f->x * s->Rd) + f->v * tv) / s->R + o;
+        }
+    }
     if (acc) *acc = a;
+    if (secs) *secs = cost;
     return cost > 0 ? (a + 1) / cost : 0;
 }
 
-double ac_best_g(const ac_family *f, const double *t, int n_t, int *g) {
+double ac_best_g(const ac_family *f, const double *t, int n_t, double o, int *g) {
     int bg = 0;
     double best = -1;
     for (int k = f->gmax > 0 ? 1 : 0; k <= f->gmax; k++) {
-        double r = ac_rate(f, k, t, n_t, NULL);
+        double r = ac_rate(f, k, t, n_t, o, NULL, NULL);
         if (r > best) best = r, bg = k;
     }
     *g = bg;
     return best;
 }
 
-ac_pick ac_choose(const ac_family *fam, int n, const double *t, int n_t, int cur, double hyst) {
+ac_pick ac_choose(const ac_family *fam, int n, const double *t, int n_t, double o, int cur, double hyst) {
     ac_pick best = {-1, 0, -1, AC_BEST}, own = {-1, 0, -1, AC_BEST};
     for (int i = 0; i < n; i++) {
         if (fam[i].off) continue;
         int g;
-        double r = ac_best_g(&fam[i], t, n_t, &g);
+        double r = ac_best_g(&fam[i], t, n_t, o, &g);
         if (r > best.rate) best = (ac_pick){i, g, r, AC_BEST};
         if (i == cur) own = (ac_pick){i, g, r, AC_BEST};
     }
@@ -75,4 +106,22 @@ ac_pick ac_choose(const ac_family *fam, int n, const double *t, int n_t, int cur
         return own;
     }
     return best;
+}
+
+void ac_monotone(double *t, int n) {
+    /* blocks of pooled cells: mean and size; a block merges with the one before while it is below it */
+    double mean[AC_GMAX + 1];
+    int size[AC_GMAX + 1], nb = 0;
+    if (n > AC_GMAX) n = AC_GMAX;
+    for (int i = 0; i <= n; i++) {
+        mean[nb] = t[i], size[nb] = 1, nb++;
+        while (nb > 1 && mean[nb - 1] < mean[nb - 2]) {
+            const int s = size[nb - 2] + size[nb - 1];
+            mean[nb - 2] = (mean[nb - 2] * size[nb - 2] + mean[nb - 1] * size[nb - 1]) / s;
+            size[nb - 2] = s;
+            nb--;
+        }
+    }
+    for (int b = 0, i = 0; b < nb; b++)
+        for (int j = 0; j < size[b]; j++) t[i++] = mean[b];
 }

@@ -1,48 +1,65 @@
 /* auto_choose: the decision logic of --spec auto, free of any model so that it can be tested on synthetic tables.
  *
- * Acceptance, per candidate family (n-gram, draft model, early exit at depth E, plain decoding): decayed run-length
- * statistics. An observation is how many drafts a chain started at a round start would have had accepted: L (the
- * first mismatch), cut at kp when the family proposes fewer (an n-gram lookup's continuation; model drafters always
- * propose). S[j] = decayed weight of the observations with min(L, kp) >= j, K[j] = of those with kp >= j, W = of all:
- *   E[accepted | gamma g] = sum_{j=1..g} S[j] / W,   E[drafted | g] = sum_{j=1..g} K[j] / W.
- * Cost of a round, seconds: c (d + x) + v T(d), d = E[drafted | g], where T(n) is the verification pass over n drafts
- * (n + 1 positions; interpolated), c the drafter's cost per drafted token, x its extra drafting steps per round (early
- * exit's last draft through its layers; a lookup's fixed cost), v the fraction of a full pass the verification runs
- * (early exit: (L - E) / L).
- * Expected tokens/s of (family, g) = (E[accepted | g] + 1) / cost. The choice is the (family, g) with the highest;
- * another family takes over from the current one only when it beats the current family's best g by the hysteresis
- * fraction (within a family gamma moves freely: switching it costs nothing). */
+ * Acceptance, per candidate (family, gamma g), by replay. With greedy decoding the text does not depend on the
+ * method, so what a family would have done with a fixed g over the text so far is known exactly: a round started at
+ * position p (a chain drafted from text[0 .. p]) accepts L drafts — the run of the family's predictions from p that
+ * match the text, at most g; an n-gram lookup proposes d <= g and is cut there — and the next round starts at
+ * p + L + 1, after the target's own token. Every (family, g) replays its own rounds over the same text, so its
+ * estimate is counted where that method's rounds would have started: after a miss a round starts at the target's
+ * token, and the positions a method's rounds see are not a uniform sample of the text (an estimate from every
+ * position undercounts a method whose misses come between long runs, more so the longer its gamma). With sampling
+ * the text depends on the method and a greedy match stands for an acceptance: there it is an estimate.
+ *
+ * A replay keeps decayed sums (the old ones times decay^w per round of weight w): R rounds, A accepted drafts,
+ * D drafted, Rd rounds that drafted, H[d] rounds that drafted d. Their cost, seconds:
+ *     c (D + x Rd) + v sum_d H[d] T(d) + o R
+ * where T(n) is the verification pass over n drafts (n + 1 positions), c the drafter's cost per drafted token, x its
+ * extra steps per round that drafts (early exit's last draft through its layers; a lookup), v the fraction of a pass
+ * the verification runs (early exit: (L - E) / L), o the per-round cost every candidate pays alike (the estimators).
+ * Expected tokens/s of (family, g) = (A + R) / cost. A family that knows how many drafts it can propose now (the
+ * lookup: avail, 0 when nothing matches) is rated for that round: with avail = 0 a plain step; else d = min(avail,
+ * g) drafts accepting A / Rd (its replayed rounds that drafted), at most d, at the cost of those d. The choice is the (family, g) with the highest; another family
+ * takes over from the current one only when it beats the current family's best g by the hysteresis fraction (within
+ * a family gamma moves freely: switching it costs nothing). */
 #ifndef SD_CTRL_AUTO_CHOOSE_H
 #define SD_CTRL_AUTO_CHOOSE_H
 #include <stdbool.h>
 
 enum { AC_GMAX = 32 };
 
-typedef struct ac_stats {
-    double S[AC_GMAX + 1], K[AC_GMAX + 1]; /* [1..AC_GMAX] */
-    double W;
-    int n_obs;
-} ac_stats;
+/* One (family, gamma)'s replayed rounds. */
+typedef struct ac_sim {
+    int next;                 /* the text position its next round starts at */
+    double R, A, D, Rd;
+    double H[AC_GMAX + 1];    /* [0..g] */
+} ac_sim;
 
-/* A prior worth prior_w observations of per-token acceptance a (S[j] = w a^j, K[j] = w). */
-void ac_stats_init(ac_stats *s, double prior_w, double a);
-/* One observation (L accepted of a proposal of kp, kp >= AC_GMAX: unbounded) of weight w (1: a round; less: e.g.
- * one of the prompt's positions, which need not look like the answer); the old weight times decay^w. */
-void ac_stats_observe(ac_stats *s, int L, int kp, double decay, double w);
-double ac_stats_acc(const ac_stats *s, int g);
-double ac_stats_drafted(const ac_stats *s, int g);
+/* A prior worth w rounds of g drafts with per-token acceptance a (A = w sum_{j<=g} a^j); the first round at start. */
+void ac_sim_init(ac_sim *s, int g, double w, double a, int start);
+/* One round of weight w: L accepted of d drafted (d = 0: a plain step). */
+void ac_sim_round(ac_sim *s, int L, int d, double decay, double w);
 
 typedef struct ac_family {
-    ac_stats st;
-    double c, x, v; /* the cost model above */
-    int gmax;       /* 0: plain decoding (no drafts) */
-    bool off;       /* not a candidate now */
+    ac_sim sim[AC_GMAX + 1]; /* [1..gmax] */
+    double c, x, v;          /* the cost model above */
+    int gmax;                /* 0: plain decoding (no drafts) */
+    bool avail_known;        /* it knows how many drafts it can propose this round (a lookup): avail */
+    int avail;
+    bool off;                /* not a candidate now */
 } ac_family;
+
+/* The round of a chain of at most g drafts started at text position p: 1 (*L accepted of *d drafted), 0 (the text
+ * does not decide it yet) or -1 (no observation at p: the replay moves on to p + 1). */
+typedef int (*ac_outcome)(void *user, int p, int g, int *L, int *d);
+/* Replays the rounds of every gamma of f that the text now decides; rounds started before p_full weigh w_before
+ * (the prompt, which need not look like the answer), the others 1. */
+void ac_replay(ac_family *f, ac_outcome out, void *user, double decay, int p_full, double w_before);
 
 /* T(n) from a table t[0..n_t] (seconds of a verification of n drafts), linear between entries and past the end. */
 double ac_verify_time(const double *t, int n_t, double n);
-/* Expected tokens/s of family f drafting with gamma g (g = 0: a plain step) and the expected accepted drafts. */
-double ac_rate(const ac_family *f, int g, const double *t, int n_t, double *acc);
+/* Expected tokens/s of family f drafting with gamma g (g = 0: a plain step), o the per-round overhead; acc: the
+ * expected accepted drafts per round, secs: the expected seconds per round (either may be NULL). */
+double ac_rate(const ac_family *f, int g, const double *t, int n_t, double o, double *acc, double *secs);
 
 typedef enum { AC_BEST, AC_HELD, AC_PROBE } ac_reason;
 
@@ -52,8 +69,12 @@ typedef struct ac_pick {
     ac_reason why;
 } ac_pick;
 
-/* The best g of family i and its rate. */
-double ac_best_g(const ac_family *f, const double *t, int n_t, int *g);
+/* The best g of family f and its rate. */
+double ac_best_g(const ac_family *f, const double *t, int n_t, double o, int *g);
 /* The choice over families fam[0..n) (cur: the family running now, -1 none yet; hyst: the hysteresis fraction). */
-ac_pick ac_choose(const ac_family *fam, int n, const double *t, int n_t, int cur, double hyst);
+ac_pick ac_choose(const ac_family *fam, int n, const double *t, int n_t, double o, int cur, double hyst);
+
+/* Makes t[0..n] non-decreasing with the least squared change (pool adjacent violators): a latency table measured
+ * on a busy machine has cells that came out faster than their smaller neighbours. */
+void ac_monotone(double *t, int n);
 #endif

@@ -4,21 +4,22 @@
  * (auto_choose.c has the decision). Greedy output stays plain greedy and sampling the target distribution: each
  * round is an ordinary round of the chosen drafter, and the choice depends on the history only.
  *
- * Acceptance of every family, running or not, from what the rounds compute anyway; observed at every position p of
- * the history (not only where the running method's rounds started, which would favour the others: its rounds start
- * after its own misses) as the number of drafts a chain from p would have had accepted:
- *  - n-gram: its lookup at each position (cheap), compared with the tokens emitted after it;
- *  - draft model: its greedy prediction at every position (argmax of its logits where it read hist[q]) equals
- *    hist[q + 1] — for a greedy chain the accepted length from p is exactly the run of such matches from p. Its
+ * Acceptance: every (family, gamma) replays its own rounds over the text (auto_choose.h), from each family's
+ * prediction at every position of the history, which the rounds compute anyway:
+ *  - n-gram: its lookup at each position (cheap): the proposal, compared with the tokens emitted after it;
+ *  - draft model: its greedy prediction at every position (argmax of its logits where it read hist[q]); for a
+ *    greedy chain the accepted length from p is exactly the run of predictions that match the text from p. Its
  *    cache is kept in step with the history every round (a block forward over the tokens it has not seen, logits of
  *    every position), which is also what lets it take over at any round exactly;
  *  - early exit at depth E: DEL's shadow tokens, argmax LMHead(h^E) of the committed positions of each round's
  *    verification block, from the pass's hidden states (the plan asks for them; with early exit running at depth
- *    E0, the depths >= E0 are there; shallower ones miss that round: their observations are dropped).
- * Costs: T(n) from the latency table (sd_spec_params.sv_latency; without one a linear guess rescaled by the first
- * measured pass), the draft model's step and early exit's layers from their sizes at first, then from the measured
- * rounds (decayed, when the session runs alone). The estimators' time (catch-up forwards, shadow tokens, lookups)
- * is t_aux. */
+ *    E0, the depths >= E0 are there; shallower ones miss that round: their replays skip those positions).
+ * The prompt's last positions give the lookup and the draft model their first rounds, at a low weight.
+ * Costs: T(n) = scale * shape(n): the shape from the latency table (sd_spec_params.sv_latency, made non-decreasing;
+ * without one a linear guess), the scale (the machine's load) from every measured full pass, the shape's cell of
+ * that pass more slowly; the draft model's step and early exit's layers from their sizes at first, then from the
+ * measured rounds (decayed, when the session runs alone); the estimators' time per round (catch-up forwards,
+ * shadow tokens, lookups: t_aux) as an overhead every candidate pays. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,10 +33,12 @@
 #include "speculative/spec.h"
 #include "util/err.h"
 
-/* INIT_STARTS: prompt positions observed as round starts at the beginning, worth INIT_WEIGHT rounds in all */
-enum { MAX_FAM = SD_AUTO_MAX_CANDS, RING = 512, N_STARTS = 128, INIT_STARTS = 32, INIT_WEIGHT = 2 };
+/* INIT_STARTS: prompt positions replayed at the beginning, each round there of weight PROMPT_W; PRIOR_W: the prior's
+ * weight in rounds */
+enum { MAX_FAM = SD_AUTO_MAX_CANDS, RING = 512, INIT_STARTS = 32 };
+static const double PROMPT_W = 0.03, PRIOR_W = 1.0;
 
-typedef enum { FAM_NONE, FAM_NGRAM, FAM_DRAFT, FAM_EXIT } fam_kind;
+typedef enum { FAM_NONE, FAM_NGRAM, FAM_DRAFT, FAM_EXIT, FAM_SWIFT } fam_kind;
 
 typedef struct fam {
     fam_kind kind;
@@ -47,32 +50,29 @@ typedef struct fam {
     sd_auto_cand_stats st;
 } fam;
 
-/* A start p (a position of the history: a chain drafted from hist[0 .. p]) whose observations are not all in yet. */
-typedef struct start {
-    int p;
-    double w;                /* the weight of its observations (a prompt position: INIT_WEIGHT / INIT_STARTS) */
-    unsigned open;           /* bit per family still to observe */
-    int32_t ng[AC_GMAX];     /* the n-gram lookup's continuation of hist[0 .. p] */
-    int ng_k;
-} start;
-
 typedef struct auto_drafter {
     drafter base;
     sd_ctx *target;
     int seq, L, V, D, G;
     const sd_exit_heads *heads;
     sd_sv_latency *lat;
-    drafter *ngram, *model, *exit;
+    drafter *ngram, *model, *exit, *swift;
+    double sw_acc, sw_miss;     /* SWIFT's own rounds: decayed accepted drafts and rounds that ended on a miss */
     ctrl *keep;                 /* the sub-drafters' controller: every token the round's gamma allows */
     fam fams[MAX_FAM];
     ac_family af[MAX_FAM];
     int n_fam, cur, cur_g, round, probe;
     ac_reason why;
+    double est_acc, est_s;      /* the choice's expected accepted drafts and seconds */
     double decay, hyst;
-    double T[AC_GMAX + 1];      /* seconds of a verification pass over n drafts */
+    double T[AC_GMAX + 1];      /* seconds of a verification pass over n drafts: scale * shape */
+    double shape[AC_GMAX + 1], scale;
     bool t_measured;            /* T holds a measured scale (a table, or a live pass) */
-    start starts[N_STARTS];
-    int s_head, s_n;
+    double overhead;            /* seconds per round of the estimators */
+    int p_full;                 /* rounds of the replays started before it are the prompt's */
+    /* the n-gram lookup at every position q: its proposal (index q % RING) */
+    int32_t *ng_tok;            /* [RING][G] */
+    int *ng_k, *ng_tag;         /* [RING] its length, the position it is for (-1: none) */
     /* the round */
     int n0, k, hl_begin;
     const float *embd;          /* the plan's states at depth hl_begin ([k + 1][D]) when hl_begin > 0 */
@@ -115,58 +115,68 @@ static void on_draft_pred(void *user, int pos, const float *logits, int V) {
     if (i >= 0 && pos >= 0) pred_set(&a->fams[i], pos, accept_argmax(logits, V));
 }
 
-/* Family f's observation at start s over hist[0 .. n): 1 (L and kp set), 0 (not known yet), -1 (never: a gap). */
-static int observe_run(const auto_drafter *a, const fam *f, const start *s, const int32_t *hist, int n, int *L, int *kp) {
-    if (f->kind == FAM_NGRAM) {
-        *kp = s->ng_k;
-        for (int j = 0; j < s->ng_k; j++) {
-            if (s->p + 1 + j >= n) return 0;
-            if (hist[s->p + 1 + j] != s->ng[j]) return *L = j, 1;
-        }
-        return *L = s->ng_k, 1;
-    }
-    *kp = AC_GMAX;
-    for (int j = 0; j < a->G; j++) {
-        const int q = s->p + j;
-        if (q + 1 >= n || q >= f->frontier) return 0;
+/* A replay's view of one family over hist[0 .. n). */
+typedef struct replay_view {
+    const auto_drafter *a;
+    const fam *f;
+    const int32_t *hist;
+    int n;
+} replay_view;
+
+/* ac_outcome of a model family: the run of its predictions from p that match the text. */
+static int model_outcome(void *user, int p, int g, int *L, int *d) {
+    const replay_view *rv = user;
+    const fam *f = rv->f;
+    *d = g;
+    for (int j = 0; j < g; j++) {
+        const int q = p + j;
+        if (q + 1 >= rv->n || q >= f->frontier) return 0;
         if (f->tag[q % RING] != q) return -1;
-        if (f->pred[q % RING] != hist[q + 1]) return *L = j, 1;
+        if (f->pred[q % RING] != rv->hist[q + 1]) return *L = j, 1;
     }
-    return *L = a->G, 1;
+    if (p + g + 1 > rv->n - 1) return 0; /* the target's token after the run, where the next round starts */
+    return *L = g, 1;
 }
 
-/* Every open observation that the history now decides goes into its family's statistics. */
-static void resolve(auto_drafter *a, const int32_t *hist, int n) {
-    for (int i = 0; i < a->s_n; i++) {
-        start *s = &a->starts[(a->s_head + i) % N_STARTS];
-        for (int f = 0; f < a->n_fam && s->open; f++) {
-            if (!(s->open >> f & 1)) continue;
-            int L = 0, kp = 0, r = observe_run(a, &a->fams[f], s, hist, n, &L, &kp);
-            if (r == 0) continue;
-            s->open &= ~(1u << f);
-            if (r > 0) ac_stats_observe(&a->af[f].st, L, kp, a->decay, s->w);
-        }
+/* ac_outcome of the n-gram lookup: its proposal at p, cut at g, against the text. */
+static int ngram_outcome(void *user, int p, int g, int *L, int *d) {
+    const replay_view *rv = user;
+    const auto_drafter *a = rv->a;
+    if (p > rv->n - 1) return 0;
+    if (a->ng_tag[p % RING] != p) return -1;
+    const int k = a->ng_k[p % RING];
+    const int32_t *tok = a->ng_tok + (size_t)(p % RING) * a->G;
+    *d = k < g ? k : g;
+    for (int j = 0; j < *d; j++) {
+        if (p + 1 + j > rv->n - 1) return 0;
+        if (rv->hist[p + 1 + j] != tok[j]) return *L = j, 1;
     }
-    while (a->s_n > 0 && !a->starts[a->s_head].open) a->s_head = (a->s_head + 1) % N_STARTS, a->s_n--;
+    if (p + *d + 1 > rv->n - 1) return 0;
+    return *L = *d, 1;
 }
 
-/* A start at p (hist[0 .. p] known): the n-gram lookup's proposal now, the other families' later. */
-static void push_start(auto_drafter *a, int32_t *hist, int p, double w) {
-    if (a->s_n == N_STARTS) a->s_head = (a->s_head + 1) % N_STARTS, a->s_n--; /* the oldest is given up */
-    start *s = &a->starts[(a->s_head + a->s_n++) % N_STARTS];
-    s->p = p;
-    s->w = w;
-    s->open = 0;
-    s->ng_k = 0;
-    for (int f = 0; f < a->n_fam; f++)
-        if (a->fams[f].kind != FAM_NONE) s->open |= 1u << f;
-    if (a->ngram) {
-        double t0 = now_s();
+/* The n-gram lookup at every position in [from, to] (hist[0 .. to] known) not looked up yet. */
+static void lookups(auto_drafter *a, int32_t *hist, int from, int to) {
+    if (!a->ngram) return;
+    double t0 = now_s();
+    for (int p = from < 0 ? 0 : from; p <= to; p++) {
+        if (a->ng_tag[p % RING] == p) continue;
         for (int i = 0; i < a->G; i++) a->scratch.parent[i] = i - 1;
         int k = a->ngram->draft(a->ngram, hist, p + 1, a->G, a->keep, &a->scratch, NULL);
-        s->ng_k = k > 0 ? k : 0;
-        memcpy(s->ng, a->scratch.token, (size_t)s->ng_k * sizeof *s->ng);
-        a->base.t_aux += now_s() - t0;
+        a->ng_k[p % RING] = k > 0 ? k : 0;
+        a->ng_tag[p % RING] = p;
+        memcpy(a->ng_tok + (size_t)(p % RING) * a->G, a->scratch.token, (size_t)a->ng_k[p % RING] * sizeof(int32_t));
+    }
+    a->base.t_aux += now_s() - t0;
+}
+
+/* Every family's replays over hist[0 .. n). */
+static void replay(auto_drafter *a, const int32_t *hist, int n) {
+    for (int f = 0; f < a->n_fam; f++) {
+        const fam *fm = &a->fams[f];
+        if (fm->kind == FAM_NONE || a->af[f].off) continue;
+        replay_view rv = {a, fm, hist, n};
+        ac_replay(&a->af[f], fm->kind == FAM_NGRAM ? ngram_outcome : model_outcome, &rv, a->decay, a->p_full, PROMPT_W);
     }
 }
 
@@ -188,24 +198,45 @@ static void exit_shadows(auto_drafter *a, int n_pos) {
     }
 }
 
+/* SWIFT's acceptance per drafted token: the optimiser's best matchness (the fraction of recent positions where the
+ * skipped model's argmax is the text's token: a per-token acceptance) as a prior worth a few drafts, with the
+ * drafts of its own rounds; a chain of g then accepts sum_{j<=g} a^j. (Its predictions at every position would cost
+ * a skipped-model pass each: unlike the other families it is not replayed.) */
+static void swift_estimate(auto_drafter *a) {
+    const int f = fam_of(a, FAM_SWIFT);
+    if (f < 0) return;
+    int steps = 0;
+    const float m = drafter_swift_matchness(a->swift, &steps);
+    const double w = steps > 0 ? 4.0 : 2.0, prior = steps > 0 ? m : 0.5;
+    const double acc = (prior * w + a->sw_acc) / (w + a->sw_acc + a->sw_miss);
+    for (int g = 1; g <= a->af[f].gmax; g++) ac_sim_init(&a->af[f].sim[g], g, PRIOR_W, acc, 0);
+}
+
 /* ------------------------------------------------------------------ the choice */
-static void choose(auto_drafter *a) {
+/* The choice for the round starting at hist[n - 1] (its lookup is made). */
+static void choose(auto_drafter *a, int n) {
+    const int ng = fam_of(a, FAM_NGRAM);
+    if (ng >= 0) {
+        a->af[ng].avail_known = a->ng_tag[(n - 1) % RING] == n - 1;
+        a->af[ng].avail = a->af[ng].avail_known ? a->ng_k[(n - 1) % RING] : 0;
+    }
     ac_pick pk;
     if (a->probe > 0 && a->round > 0 && a->round % a->probe == 0) { /* the family run least recently */
         int f = -1;
         for (int i = 0; i < a->n_fam; i++)
             if (a->fams[i].kind != FAM_NONE && !a->af[i].off && (f < 0 || a->fams[i].last_run < a->fams[f].last_run)) f = i;
         pk.fam = f;
-        if (f >= 0) ac_best_g(&a->af[f], a->T, a->G, &pk.g);
+        if (f >= 0) ac_best_g(&a->af[f], a->T, a->G, a->overhead, &pk.g);
         pk.why = AC_PROBE;
     } else {
-        pk = ac_choose(a->af, a->n_fam, a->T, a->G, a->cur, a->hyst);
+        pk = ac_choose(a->af, a->n_fam, a->T, a->G, a->overhead, a->cur, a->hyst);
     }
     if (pk.fam < 0) /* every candidate is off (a failed catch-up): plain steps on whichever family is current */
         pk = (ac_pick){fam_of(a, FAM_NONE) >= 0 ? fam_of(a, FAM_NONE) : a->cur >= 0 ? a->cur : 0, 0, 0, AC_BEST};
     a->cur = pk.fam;
     a->cur_g = pk.g;
     a->why = pk.why;
+    ac_rate(&a->af[pk.fam], pk.g, a->T, a->G, a->overhead, &a->est_acc, &a->est_s);
 }
 
 /* ------------------------------------------------------------------ the drafter */
@@ -218,13 +249,25 @@ static sd_status ad_begin(drafter *d, const int32_t *hist, int n, sd_error *err)
         if (st) return st;
         a->fams[fam_of(a, FAM_DRAFT)].frontier = drafter_model_len(a->model);
     }
-    for (int f = 0; f < a->n_fam; f++)
-        if (a->fams[f].kind == FAM_EXIT) a->fams[f].frontier = n - 1; /* the prompt has no shadow tokens */
-    /* the prompt's last positions as round starts: first statistics for the lookup and the draft model */
-    for (int p = n - 1 - INIT_STARTS > 0 ? n - 1 - INIT_STARTS : 1; p < n - 1; p++)
-        push_start(a, (int32_t *)hist, p, (double)INIT_WEIGHT / INIT_STARTS); /* the prompt is not the answer */
-    resolve(a, hist, n);
-    choose(a);
+    if (a->swift) {
+        sd_status st = a->swift->begin(a->swift, hist, n, err);
+        if (st) return st;
+    }
+    /* the replays: the lookup's and the draft model's from the prompt's last positions, early exit's from the
+     * answer (the prompt has no shadow tokens) */
+    const int p0 = n - 1 - INIT_STARTS > 0 ? n - 1 - INIT_STARTS : 0;
+    a->p_full = n - 1;
+    for (int f = 0; f < a->n_fam; f++) {
+        fam *fm = &a->fams[f];
+        if (fm->kind == FAM_EXIT) fm->frontier = n - 1;
+        if (fm->kind == FAM_SWIFT) continue; /* swift_estimate */
+        for (int g = 1; g <= a->af[f].gmax; g++)
+            ac_sim_init(&a->af[f].sim[g], g, PRIOR_W, fm->kind == FAM_NGRAM ? 0.3 : 0.5, fm->kind == FAM_EXIT ? n - 1 : p0);
+    }
+    lookups(a, (int32_t *)hist, p0, n - 1);
+    replay(a, hist, n);
+    swift_estimate(a);
+    choose(a, n);
     return SD_OK;
 }
 
@@ -248,9 +291,11 @@ static int ad_start(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tr
         return 0;
     }
     case FAM_DRAFT: return a->model->draft_start(a->model, hist, n, max, a->keep, t, r, k, err);
-    case FAM_EXIT: {
-        drafter_exit_set_depth(a->exit, f->E);
-        int kk = a->exit->draft(a->exit, hist, n, max, a->keep, t, err);
+    case FAM_EXIT:
+    case FAM_SWIFT: {
+        drafter *sub = f->kind == FAM_EXIT ? a->exit : a->swift;
+        if (f->kind == FAM_EXIT) drafter_exit_set_depth(a->exit, f->E);
+        int kk = sub->draft(sub, hist, n, max, a->keep, t, err);
         if (kk < 0) return -1;
         *k = kk;
         return 0;
@@ -307,43 +352,58 @@ static void ad_timed(drafter *d, double draft_s, double verify_s) {
     a->timed = true;
 }
 
-/* The measured round refreshes the costs: T(k) (full passes only), the running family's cost per drafted token
- * and early exit's share of a pass. */
+static void set_T(auto_drafter *a) {
+    for (int i = 0; i <= a->G; i++) a->T[i] = a->scale * a->shape[i];
+}
+
+/* The measured round refreshes the costs: T's scale (every full pass) and its cell (more slowly), the running
+ * family's cost per drafted token and early exit's share of a pass. */
 static void learn_costs(auto_drafter *a) {
     if (!a->timed) return;
-    a->timed = false;
     const int k = a->k, f = a->cur;
-    const double w = 0.8;
+    const double w = 0.8, w_shape = 0.9;
     ac_family *af = &a->af[f];
+    const fam_kind kind = a->fams[f].kind;
     if (a->hl_begin == 0 && a->verify_s > 0) {
-        if (!a->t_measured) { /* the first measured pass gives the guessed table its scale */
-            const double s = a->verify_s / a->T[k];
-            for (int i = 0; i <= a->G; i++) a->T[i] *= s;
-            for (int i = 0; i < a->n_fam; i++) a->af[i].c *= s;
+        const double r = a->verify_s / a->shape[k];
+        if (!a->t_measured) { /* the first measured pass gives the guessed shape its scale, and the guessed costs */
+            for (int i = 0; i < a->n_fam; i++) a->af[i].c *= r;
+            a->scale = r;
             a->t_measured = true;
         }
-        a->T[k] = w * a->T[k] + (1 - w) * a->verify_s;
-        for (int i = k + 1; i <= a->G; i++) /* T does not fall with more drafts */
-            if (a->T[i] < a->T[i - 1]) a->T[i] = a->T[i - 1];
-        for (int i = k - 1; i >= 0; i--)
-            if (a->T[i] > a->T[i + 1]) a->T[i] = a->T[i + 1];
+        a->scale = w * a->scale + (1 - w) * r;
+        a->shape[k] = w_shape * a->shape[k] + (1 - w_shape) * a->verify_s / a->scale;
+        ac_monotone(a->shape, a->G);
+        set_T(a);
         if (a->lat) sd_sv_latency_observe(a->lat, k, 1, a->verify_s, 0.9);
     }
-    if (!a->t_measured) return;
-    if (a->fams[f].kind != FAM_NONE && a->draft_s > 0)
-        af->c = w * af->c + (1 - w) * a->draft_s / (k + af->x > 0 ? k + af->x : 1);
-    if (a->fams[f].kind == FAM_EXIT && a->hl_begin > 0 && a->verify_s > 0) {
-        double v = a->verify_s / ac_verify_time(a->T, a->G, k);
-        af->v = w * af->v + (1 - w) * (v < 1 ? v : 1);
+    if (!a->t_measured || kind == FAM_NONE) return;
+    if (kind == FAM_EXIT) { /* k shallow passes draft; the last draft's (x) is in the verification time */
+        if (k > 0) af->c = w * af->c + (1 - w) * a->draft_s / k;
+        if (a->hl_begin > 0 && a->verify_s > 0) {
+            double v = (a->verify_s - af->c * af->x) / ac_verify_time(a->T, a->G, k);
+            v = v < 0.05 ? 0.05 : v > 1 ? 1 : v;
+            af->v = w * af->v + (1 - w) * v;
+        }
+    } else if (k + af->x > 0 && a->draft_s > 0) {
+        af->c = w * af->c + (1 - w) * a->draft_s / (k + af->x);
     }
 }
 
 static void ad_on_verified(drafter *d, const int32_t *hist, int n, int acc) {
     auto_drafter *a = (auto_drafter *)d;
     fam *cf = &a->fams[a->cur];
-    drafter *sub = cf->kind == FAM_DRAFT ? a->model : cf->kind == FAM_EXIT ? a->exit : NULL;
-    if (sub && sub->on_verified) sub->on_verified(sub, hist, n, acc);
-    /* the running family's round */
+    drafter *sub = cf->kind == FAM_DRAFT ? a->model : cf->kind == FAM_EXIT ? a->exit : cf->kind == FAM_SWIFT ? a->swift
+                                                                                                      : NULL;
+    const double t_sub = now_s(), sub_aux0 = sub ? sub->t_aux : 0;
+    if (sub && sub->on_verified) sub->on_verified(sub, hist, n, acc); /* SWIFT: an optimisation step */
+    if (sub) a->base.t_aux += sub->t_aux - sub_aux0;
+    const double sub_s = now_s() - t_sub;
+    if (cf->kind == FAM_SWIFT) {
+        a->sw_acc = a->decay * a->sw_acc + acc;
+        a->sw_miss = a->decay * a->sw_miss + (acc < a->k);
+    }
+    /* the running family's round, and what the choice expected of it */
     cf->st.rounds++;
     cf->st.best += a->why == AC_BEST;
     cf->st.held += a->why == AC_HELD;
@@ -351,10 +411,11 @@ static void ad_on_verified(drafter *d, const int32_t *hist, int n, int acc) {
     cf->st.gamma_sum += a->cur_g;
     cf->st.drafted += a->k;
     cf->st.accepted += acc;
+    cf->st.est_accepted += a->est_acc;
     cf->last_run = a->round;
     learn_costs(a);
-    double t0 = now_s();
-    /* the estimators: shadow tokens of the committed block positions, the draft model's catch-up */
+    const double aux0 = a->base.t_aux, t0 = now_s();
+    /* the estimators: shadow tokens of the committed block positions, the draft model's catch-up, the lookups */
     if (a->want_shadows) exit_shadows(a, acc + 1);
     for (int f = 0; f < a->n_fam; f++)
         if (a->fams[f].kind == FAM_EXIT) a->fams[f].frontier = n - 1;
@@ -367,13 +428,22 @@ static void ad_on_verified(drafter *d, const int32_t *hist, int n, int acc) {
         for (int q = df->frontier; q < a->n0 + a->k + 1; q++) /* rejected drafts' predictions */
             if (df->tag[q % RING] == q) df->tag[q % RING] = -1;
     }
-    /* every position the round emitted is a start: the estimates do not depend on where the running method's
-     * rounds happen to start (after its own misses, or after a bonus token) */
-    for (int q = a->n0 - 1; q < n - 1; q++) push_start(a, (int32_t *)hist, q, 1.0);
-    resolve(a, hist, n);
     a->base.t_aux += now_s() - t0;
+    lookups(a, (int32_t *)hist, a->n0 - 1, n - 1);
+    const double t1 = now_s();
+    replay(a, hist, n);
+    swift_estimate(a);
+    a->base.t_aux += now_s() - t1;
+    const double aux = a->base.t_aux - aux0;
+    if (a->timed) { /* the round as measured, against the choice's expectation */
+        cf->st.est_s += a->est_s;
+        cf->st.meas_s += a->draft_s + a->verify_s + aux + sub_s;
+        cf->st.timed_rounds++;
+        a->overhead = 0.8 * a->overhead + 0.2 * aux;
+        a->timed = false;
+    }
     a->round++;
-    choose(a);
+    choose(a, n);
 }
 
 static void ad_free(drafter *d) {
@@ -381,11 +451,15 @@ static void ad_free(drafter *d) {
     if (a->ngram) a->ngram->free(a->ngram);
     if (a->model) a->model->free(a->model);
     if (a->exit) a->exit->free(a->exit);
+    if (a->swift) a->swift->free(a->swift);
     if (a->keep) a->keep->free(a->keep);
     for (int f = 0; f < a->n_fam; f++) {
         free(a->fams[f].pred);
         free(a->fams[f].tag);
     }
+    free(a->ng_tok);
+    free(a->ng_k);
+    free(a->ng_tag);
     free(a->hl);
     free(a->sh_in);
     free(a->sh_logits);
@@ -396,11 +470,12 @@ static void ad_free(drafter *d) {
 
 void drafter_auto_stats(const drafter *d, sd_spec_stats *s) {
     const auto_drafter *a = (const auto_drafter *)d;
+    if (a->swift) drafter_swift_stats(a->swift, s); /* its optimiser's time, steps and matchness */
     s->n_auto_cands = a->n_fam;
     for (int f = 0; f < a->n_fam; f++) {
         s->auto_cands[f] = a->fams[f].st;
-        const ac_stats *st = &a->af[f].st;
-        s->auto_cands[f].accept_est = a->fams[f].kind == FAM_NONE ? 0.0f : (float)ac_stats_acc(st, 1);
+        const ac_sim *g1 = &a->af[f].sim[1]; /* its replayed rounds of one draft */
+        s->auto_cands[f].accept_est = a->fams[f].kind == FAM_NONE || !(g1->R > 0) ? 0.0f : (float)(g1->A / g1->R);
     }
 }
 
@@ -411,8 +486,7 @@ static void ac_ver(ctrl *c, int nd, int na) { (void)c, (void)nd, (void)na; }
 static void ac_free(ctrl *c) { free(c); }
 
 /* ------------------------------------------------------------------ the pool */
-static fam *add_fam(auto_drafter *a, fam_kind kind, int E, const char *name, double c, double x, double v, int gmax,
-                    double prior_a) {
+static fam *add_fam(auto_drafter *a, fam_kind kind, int E, const char *name, double c, double x, double v, int gmax) {
     if (a->n_fam == MAX_FAM) return NULL;
     const int i = a->n_fam++;
     fam *f = &a->fams[i];
@@ -426,7 +500,6 @@ static fam *add_fam(auto_drafter *a, fam_kind kind, int E, const char *name, dou
         for (int q = 0; q < RING; q++) f->tag[q] = -1;
     }
     a->af[i] = (ac_family){.c = c, .x = x, .v = v, .gmax = gmax};
-    ac_stats_init(&a->af[i].st, 1.0, prior_a);
     return f;
 }
 
@@ -456,7 +529,10 @@ drafter *drafter_auto_new(sd_ctx *target, int seq, const sd_sampler *smp, const 
     a->cur = -1;
     /* T(n): the table's, else a guess (each drafted position 10% of a pass) that the first live pass scales */
     a->t_measured = a->lat != NULL;
-    for (int i = 0; i <= a->G; i++) a->T[i] = a->lat ? sd_sv_latency_time(a->lat, i, 1) : 1.0 + 0.1 * i;
+    for (int i = 0; i <= a->G; i++) a->shape[i] = a->lat ? sd_sv_latency_time(a->lat, i, 1) : 1.0 + 0.1 * i;
+    ac_monotone(a->shape, a->G);
+    a->scale = 1;
+    set_T(a);
     const double T0 = a->T[0];
     sd_spec_params cp = *sp;
     cp.ctrl = SD_CTRL_FIXED;
@@ -465,16 +541,22 @@ drafter *drafter_auto_new(sd_ctx *target, int seq, const sd_sampler *smp, const 
     a->keep = ctrl_new(&cp);
     a->scratch_tok = malloc((size_t)a->G * sizeof(int32_t));
     a->scratch_par = malloc((size_t)a->G * sizeof(int32_t));
+    a->ng_tok = malloc((size_t)RING * a->G * sizeof(int32_t));
+    a->ng_k = malloc(RING * sizeof(int));
+    a->ng_tag = malloc(RING * sizeof(int));
     a->hl = malloc((size_t)a->L * (gmax + 1) * a->D * sizeof(float));
     a->sh_in = malloc((size_t)(gmax + 1) * a->D * sizeof(float));
     a->sh_logits = malloc((size_t)(gmax + 1) * a->V * sizeof(float));
-    if (!a->keep || !a->scratch_tok || !a->scratch_par || !a->hl || !a->sh_in || !a->sh_logits) goto nomem;
+    if (!a->keep || !a->scratch_tok || !a->scratch_par || !a->ng_tok || !a->ng_k || !a->ng_tag || !a->hl || !a->sh_in ||
+        !a->sh_logits)
+        goto nomem;
+    for (int q = 0; q < RING; q++) a->ng_tag[q] = -1;
     a->scratch = (draft_tree){.token = a->scratch_tok, .parent = a->scratch_par, .max_nodes = a->G};
     const unsigned pool = registry_auto_pool(m, NULL, sp);
-    if (pool & SD_MASK(SD_SPEC_NONE) && !add_fam(a, FAM_NONE, 0, "none", 0, 0, 1, 0, 0)) goto nomem;
+    if (pool & SD_MASK(SD_SPEC_NONE) && !add_fam(a, FAM_NONE, 0, "none", 0, 0, 1, 0)) goto nomem;
     if (pool & SD_MASK(SD_SPEC_NGRAM)) {
         if (!(a->ngram = drafter_ngram_new(sp->ngram_max, sp->ngram_min)) ||
-            !add_fam(a, FAM_NGRAM, 0, "ngram", 1e-3 * T0, 1, 1, a->G, 0.3))
+            !add_fam(a, FAM_NGRAM, 0, "ngram", 1e-3 * T0, 1, 1, a->G))
             goto nomem;
     }
     if (pool & SD_MASK(SD_SPEC_DRAFT)) {
@@ -487,7 +569,7 @@ drafter *drafter_auto_new(sd_ctx *target, int seq, const sd_sampler *smp, const 
         sd_model_get_info(sd_ctx_model(sp->draft_ctx), &di);
         double ratio = info.weight_bytes > 0 ? (double)di.weight_bytes / (double)info.weight_bytes : 0.1;
         if (ratio < 0.02) ratio = 0.02; /* a forward has costs beyond its weights */
-        if (!add_fam(a, FAM_DRAFT, 0, "draft", ratio * T0, 0, 1, a->G, 0.5)) goto nomem;
+        if (!add_fam(a, FAM_DRAFT, 0, "draft", ratio * T0, 0, 1, a->G)) goto nomem;
         drafter_model_observe(a->model, on_draft_pred, a);
         a->base.draft_ctx = sp->draft_ctx;
     }
@@ -506,12 +588,18 @@ drafter *drafter_auto_new(sd_ctx *target, int seq, const sd_sampler *smp, const 
             char name[24];
             snprintf(name, sizeof name, "early-exit:%d", depths[i]);
             const double share = (double)depths[i] / a->L;
-            if (!add_fam(a, FAM_EXIT, depths[i], name, share * T0, 1, 1 - share, a->G, 0.5)) goto nomem;
+            if (!add_fam(a, FAM_EXIT, depths[i], name, share * T0, 1, 1 - share, a->G)) goto nomem;
         }
         const int E0 = a->n_fam > 0 ? a->fams[a->n_fam - 1].E : 1; /* set per round */
         if (!(a->exit = drafter_exit_new(target, seq, E0 > 0 ? E0 : 1, sp->exit_heads, smp, gmax, NULL, 0, err))) goto fail;
     }
-    if (a->n_fam == 0 && !add_fam(a, FAM_NONE, 0, "none", 0, 0, 1, 0, 0)) goto nomem;
+    if ((pool & SD_MASK(SD_SPEC_SWIFT)) && a->L >= 3) {
+        sd_spec_params sw = cp; /* chains of the round's gamma; the skip ratio, window, optimiser and state: sp's */
+        if (!(a->swift = drafter_swift_new(target, seq, smp, &sw, err))) goto fail;
+        const double share = 1.0 - (double)drafter_swift_skipped(a->swift) / (2.0 * a->L);
+        if (!add_fam(a, FAM_SWIFT, 0, "swift", share * T0, 0, 1, a->G)) goto nomem;
+    }
+    if (a->n_fam == 0 && !add_fam(a, FAM_NONE, 0, "none", 0, 0, 1, 0)) goto nomem;
     auto_ctrl *c = calloc(1, sizeof *c);
     if (!c) goto nomem;
     c->base = (ctrl){"auto", ac_max, ac_keep, ac_ver, ac_free, false, NULL, false};

@@ -256,6 +256,21 @@ void drafter_swift_stats(const drafter *d, sd_spec_stats *s) {
     sd_swift_state_best(sw->st, NULL, &s->matchness, NULL);
 }
 
+float drafter_swift_matchness(const drafter *d, int *steps) {
+    const swift_drafter *sw = (const swift_drafter *)d;
+    float m = 0;
+    sd_swift_state_best(sw->st, NULL, &m, NULL);
+    *steps = swift_opt_steps(sw->st);
+    return m;
+}
+
+int drafter_swift_skipped(const drafter *d) {
+    const swift_drafter *sw = (const swift_drafter *)d;
+    int n = 0;
+    for (int i = 0; i < 2 * sw->L; i++) n += sw->skip[i] != 0;
+    return n;
+}
+
 drafter *drafter_swift_new(sd_ctx *target, int seq, const sd_sampler *smp, const sd_spec_params *sp, sd_error *err) {
     swift_drafter *sw = calloc(1, sizeof *sw);
     sd_model_info info;

@@ -143,8 +143,10 @@ static const spec_param PARAMS[] = {
       "companion is the target's first E layers)", SD_MASK_SV},
      F(companion_exit), NO_COUNT, NULL},
     /* auto */
-    {{"candidates", "--spec-candidates", SD_PARAM_NAME_LIST, 0, 0, false, 4, "none|draft|ngram|early-exit", "all",
-      "auto: the methods it chooses from (all: every one available; draft needs a draft model)", MM(AUTO)},
+    {{"candidates", "--spec-candidates", SD_PARAM_NAME_LIST, 0, 0, false, 7,
+      "none|draft|ngram|early-exit|del|specbound|swift", "all",
+      "auto: the methods it chooses from: none, draft, ngram, early-exit, swift (all: every one available; draft "
+      "needs a draft model, swift 3 layers)", MM(AUTO)},
      F(auto_candidates), NO_COUNT, "all"},
     {{"exits", "--auto-exits", SD_PARAM_INT_LIST, 1, 1024, false, CAP(auto_exits), NULL, "auto",
       "auto: the exit depths early exit is tried at (auto: L/4, 3L/8 and L/2)", MM(AUTO)},
@@ -154,7 +156,7 @@ static const spec_param PARAMS[] = {
       MM(AUTO)},
      F(auto_hysteresis), NO_COUNT, NULL},
     {{"decay", "--auto-decay", SD_PARAM_FLOAT, 0, 1, true, 0, NULL, "0.9",
-      "auto: weight of the old acceptance statistics per new observation", MM(AUTO)},
+      "auto: weight of the old acceptance statistics per replayed round", MM(AUTO)},
      F(auto_decay), NO_COUNT, NULL},
     {{"probe", "--auto-probe", SD_PARAM_INT, 0, 1 << 20, false, 0, NULL, "0",
       "auto: every N-th round runs the method run least recently, whatever the estimates (0: never)", MM(AUTO)},
@@ -600,6 +602,7 @@ unsigned registry_auto_pool(const sd_model *target, const sd_model *draft, const
     unsigned pool = SD_MASK(SD_SPEC_NONE) | SD_MASK(SD_SPEC_NGRAM);
     if (draft) pool |= SD_MASK(SD_SPEC_DRAFT);
     if (!target || target->hp.n_layer >= 2) pool |= SD_MASK(SD_SPEC_EARLY_EXIT);
+    if (!target || target->hp.n_layer >= 3) pool |= SD_MASK(SD_SPEC_SWIFT);
     return pool;
 }
 
@@ -609,6 +612,13 @@ static sd_status check_auto(const sd_model *target, const sd_model *draft, const
     const unsigned pool = registry_auto_pool(target, draft, sp);
     if ((pool & SD_MASK(SD_SPEC_DRAFT)) && !draft)
         return err_set(err, SD_ERR_ARG, "candidates: auto's candidate 'draft' needs a draft model (--draft-model FILE)");
+    if (pool & (SD_MASK(SD_SPEC_DEL) | SD_MASK(SD_SPEC_SPECBOUND)))
+        return err_set(err, SD_ERR_ARG, "candidates: auto chooses among none, draft, ngram, early-exit and swift (del and "
+                       "specbound are not candidates)");
+    if (pool & SD_MASK(SD_SPEC_SWIFT)) {
+        sd_status st = check_swift(target, sp, err);
+        if (st) return err_prefix(err, "candidates: auto's candidate: "), st;
+    }
     if ((pool & SD_MASK(SD_SPEC_EARLY_EXIT)) && L < 2)
         return err_set(err, SD_ERR_ARG, "candidates: auto's candidate 'early-exit' needs a model with at least 2 layers "
                        "(this one has %d)", L);

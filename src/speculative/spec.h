@@ -107,4 +107,8 @@ void drafter_auto_stats(const drafter *d, sd_spec_stats *s);
 drafter *drafter_swift_new(sd_ctx *target, int seq, const sd_sampler *smp, const sd_spec_params *sp, sd_error *err);
 /* SWIFT's optimisation time and steps in this drafter's life, and the best set's matchness. */
 void drafter_swift_stats(const drafter *d, sd_spec_stats *s);
+/* The optimiser's best matchness so far and its steps in all (0: nothing scored yet), for auto's estimate. */
+float drafter_swift_matchness(const drafter *d, int *steps);
+/* Sub-layers the drafting mask skips now (of 2 L). */
+int drafter_swift_skipped(const drafter *d);
 #endif

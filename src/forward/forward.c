@@ -67,7 +67,35 @@ static void run_par(sd_ctx *c, pool_fn fn, void *arg, double work) {
     else pool_run(c->pool, fn, arg);
 }
 
-/* Several matmuls sharing one input (e.g. Q, K, V) in one pool dispatch. */
+/* Quantizing x[n][ldx] (cols values each) to the formats asked for: xq [n][cols/32], xk [n][cols/256] (NULL when not
+ * needed); each thread takes a contiguous share of the positions. */
+typedef struct quant_job {
+    const kern_ops *ops;
+    const float *x;
+    int ldx, cols, n;
+    act_q8 *xq;
+    act_q8k *xk;
+} quant_job;
+
+static void quant_worker(void *arg, int ith, int nth) {
+    const quant_job *q = arg;
+    int p0, p1;
+    pool_split(q->n, ith, nth, &p0, &p1);
+    const int nq = q->cols / 32, nk = q->cols / QK_K;
+    for (int p = p0; p < p1; p++) {
+        if (q->xq) q->ops->quantize_q8(q->x + (size_t)p * q->ldx, q->cols, q->xq + (size_t)p * nq);
+        if (q->xk) q->ops->quantize_q8k(q->x + (size_t)p * q->ldx, q->cols, q->xk + (size_t)p * nk);
+    }
+}
+
+/* run_par's work units per quantized value: with PAR_MIN_WORK, blocks of 16+ positions of a 2048-wide input go to
+ * the pool (quantizing them takes 15-30 us on one thread, 0.45-0.85 ns per value; a dispatch costs a few us), decode
+ * and short blocks stay on the calling thread. */
+enum { QUANT_WORK_PER_VALUE = 4 };
+
+/* Several matmuls sharing one input (e.g. Q, K, V) in one pool dispatch. The input is first quantized to each
+ * format the weight types ask for, once for all the matrices, its positions split over the pool when there are
+ * enough of them (the bytes do not depend on which thread quantizes a position). */
 static void matmul_multi(sd_ctx *c, const float *x, int ldx, int n, int count, const tensor *const *w, float *const *y,
                          const int *ldy) {
     mm_job j = {.n_it = count, .n = n};
@@ -76,10 +104,12 @@ static void matmul_multi(sd_ctx *c, const float *x, int ldx, int n, int count, c
     bool need[3] = {false, false, false};
     for (int i = 0; i < count; i++) need[wtype_get(w[i]->type)->act] = true;
     size_t qstride = (size_t)(cols / 32) * sizeof(act_q8), kstride = (size_t)(cols / QK_K) * sizeof(act_q8k);
-    if (need[WT_ACT_Q8_0])
-        for (int p = 0; p < n; p++) c->ops->quantize_q8(x + (size_t)p * ldx, cols, (act_q8 *)((char *)c->xq + p * qstride));
-    if (need[WT_ACT_Q8_K])
-        for (int p = 0; p < n; p++) c->ops->quantize_q8k(x + (size_t)p * ldx, cols, (act_q8k *)((char *)c->xk + p * kstride));
+    if (need[WT_ACT_Q8_0] || need[WT_ACT_Q8_K]) {
+        quant_job q = {c->ops, x, ldx, cols, n, need[WT_ACT_Q8_0] ? c->xq : NULL, need[WT_ACT_Q8_K] ? c->xk : NULL};
+        double qwork = (double)n * cols * QUANT_WORK_PER_VALUE * (need[WT_ACT_Q8_0] + need[WT_ACT_Q8_K]);
+        if (n >= 2) run_par(c, quant_worker, &q, qwork);
+        else quant_worker(&q, 0, 1);
+    }
     double work = 0;
     for (int i = 0; i < count; i++) {
         const void *xi = x;

@@ -178,8 +178,8 @@ typedef struct sd_ctx_params {
     int n_kv_cells;
     /* kv-type: the KV cache's number format (sd_kv_type). SD_KV_F32 (default): float K and V, float attention.
      * SD_KV_F16: K and V rounded to fp16 and attention with the arithmetic of llama.cpp's CPU flash attention
-     * (fp16 query and accumulator, online softmax), so that logits follow llama.cpp's (the values of an fp16
-     * cache: the pages still take float memory). */
+     * (fp16 query and accumulator, online softmax), so that logits follow llama.cpp's; the pages hold halves (half
+     * the memory of SD_KV_F32). */
     int kv_type;
 } sd_ctx_params;
 /* kv-type: values of sd_ctx_params.kv_type */

@@ -5,7 +5,10 @@
  *    for bit (alone in a block or together with a working sequence);
  *  - 1,000 short sequences through 4 slots sharing a pool too small for all of them: outputs bit-equal to a
  *    context with the full preallocated-size pool, usage == the pages the live sequences need after every step,
- *    and 0 once all are cleared. */
+ *    and 0 once all are cleared;
+ *  - trim returns the free pages' memory;
+ * all of it with the float cache and again with kv_type f16, whose pages hold halves (half the memory: its trim
+ * returns at most 3/4 of what the float cache's returns). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +20,8 @@
 
 enum { N_CTX = 256, PAGE = 64 };
 
+static int kv_type = SD_KV_F32; /* the contexts' KV cache type (main runs every check with each) */
+
 static sd_ctx *mkctx_t(sd_model *m, int n_seq, int n_ctx, int n_kv_cells, int threads) {
     sd_ctx_params cp = sd_ctx_default_params();
     cp.n_ctx = n_ctx;
@@ -24,6 +29,7 @@ static sd_ctx *mkctx_t(sd_model *m, int n_seq, int n_ctx, int n_kv_cells, int th
     cp.n_batch = 16;
     cp.n_threads = threads;
     cp.n_kv_cells = n_kv_cells;
+    cp.kv_type = kv_type;
     sd_ctx *c = NULL;
     sd_error err;
     if (sd_ctx_new(m, &cp, &c, &err) != SD_OK) CHECK(0, "ctx: %s", err.msg);
@@ -350,11 +356,18 @@ static void check_trim(sd_model *m, int V, int n_layer, int kvd) {
     long r1 = rss_kib();
     take_snap(c, 0, n_layer, kvd, &after);
     CHECK(used(c) == held && same_snap(&before, &after, n_layer, kvd), "trim keeps the held pages' bits");
-    /* 7 sequences x 504 cells of K and V were written and released */
-    long freed_kib = (long)(7 * 504) * n_layer * kvd * 2 * (long)sizeof(float) / 1024;
-    if (r0 >= 0 && r1 >= 0)
+    /* 7 sequences x 504 cells of K and V were written and released: floats, or halves with kv_type f16 */
+    const long f32_kib = (long)(7 * 504) * n_layer * kvd * 2 * (long)sizeof(float) / 1024;
+    const long freed_kib = kv_type == SD_KV_F16 ? f32_kib / 2 : f32_kib;
+    if (r0 >= 0 && r1 >= 0) {
         CHECK(r0 - r1 >= freed_kib / 2, "trim returns the free pages' memory (RSS %ld -> %ld KiB, %ld KiB freed)", r0, r1,
               freed_kib);
+        if (kv_type == SD_KV_F16)
+            CHECK(r0 - r1 <= f32_kib * 3 / 4, "f16 pages hold halves: trim returned %ld KiB, floats would be %ld KiB",
+                  r0 - r1, f32_kib);
+        printf("  kv %s: trim returned %ld KiB (the pages' K/V values: %ld KiB)\n", kv_type == SD_KV_F16 ? "f16" : "f32",
+               r0 - r1, freed_kib);
+    }
     /* the freed pages are taken again and give the same bits as a context that never trimmed */
     CHECK(feed_all(c, 1, tok[1], 200, lg_a, &err) == SD_OK && feed_all(ref, 0, tok[1], 200, lg_b, &err) == SD_OK &&
               memcmp(lg_a, lg_b, (size_t)V * sizeof(float)) == 0,
@@ -382,10 +395,13 @@ int main(void) {
     sd_model_get_info(m, &info);
     const int kvd = info.n_head_kv * (info.n_embd / info.n_head);
     check_params(m);
-    check_bookkeeping(m, info.n_vocab, info.n_layer, kvd);
-    check_fail_alone(m, info.n_vocab, info.n_layer, kvd);
-    check_many(m, info.n_vocab);
-    check_trim(m, info.n_vocab, info.n_layer, kvd);
+    for (int t = 0; t < 2; t++) {
+        kv_type = t ? SD_KV_F16 : SD_KV_F32;
+        check_bookkeeping(m, info.n_vocab, info.n_layer, kvd);
+        check_fail_alone(m, info.n_vocab, info.n_layer, kvd);
+        check_many(m, info.n_vocab);
+        check_trim(m, info.n_vocab, info.n_layer, kvd);
+    }
     sd_model_free(m);
     return tl_finish("test_kvpool");
 }

@@ -165,7 +165,7 @@ void run_opts_help(FILE *f) {
             "  -c, --ctx-size N        context size (default: the model's training context)\n"
             "  -b, --batch-size N      largest block per forward pass, e.g. prefill chunks (default 64)\n"
             "      --kv-type T         KV cache numbers: f32 (default) or f16 (llama.cpp's fp16 cache and its CPU\n"
-            "                          attention arithmetic: logits follow llama.cpp's)\n");
+            "                          attention arithmetic: logits follow llama.cpp's; half the KV memory)\n");
 }
 
 bool run_env_open(run_opts *o, int n_seq, run_env *env) {

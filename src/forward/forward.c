@@ -67,7 +67,35 @@ static void run_par(sd_ctx *c, pool_fn fn, void *arg, double work) {
     else pool_run(c->pool, fn, arg);
 }
 
-/* Several matmuls sharing one input (e.g. Q, K, V) in one pool dispatch. */
+/* Quantizing x[n][ldx] (cols values each) to the formats asked for: xq [n][cols/32], xk [n][cols/256] (NULL when not
+ * needed); each thread takes a contiguous share of the positions. */
+typedef struct quant_job {
+    const kern_ops *ops;
+    const float *x;
+    int ldx, cols, n;
+    act_q8 *xq;
+    act_q8k *xk;
+} quant_job;
+
+static void quant_worker(void *arg, int ith, int nth) {
+    const quant_job *q = arg;
+    int p0, p1;
+    pool_split(q->n, ith, nth, &p0, &p1);
+    const int nq = q->cols / 32, nk = q->cols / QK_K;
+    for (int p = p0; p < p1; p++) {
+        if (q->xq) q->ops->quantize_q8(q->x + (size_t)p * q->ldx, q->cols, q->xq + (size_t)p * nq);
+        if (q->xk) q->ops->quantize_q8k(q->x + (size_t)p * q->ldx, q->cols, q->xk + (size_t)p * nk);
+    }
+}
+
+/* run_par's work units per quantized value: with PAR_MIN_WORK, blocks of 16+ positions of a 2048-wide input go to
+ * the pool (quantizing them takes 15-30 us on one thread, 0.45-0.85 ns per value; a dispatch costs a few us), decode
+ * and short blocks stay on the calling thread. */
+enum { QUANT_WORK_PER_VALUE = 4 };
+
+/* Several matmuls sharing one input (e.g. Q, K, V) in one pool dispatch. The input is first quantized to each
+ * format the weight types ask for, once for all the matrices, its positions split over the pool when there are
+ * enough of them (the bytes do not depend on which thread quantizes a position). */
 static void matmul_multi(sd_ctx *c, const float *x, int ldx, int n, int count, const tensor *const *w, float *const *y,
                          const int *ldy) {
     mm_job j = {.n_it = count, .n = n};
@@ -76,10 +104,12 @@ static void matmul_multi(sd_ctx *c, const float *x, int ldx, int n, int count, c
     bool need[3] = {false, false, false};
     for (int i = 0; i < count; i++) need[wtype_get(w[i]->type)->act] = true;
     size_t qstride = (size_t)(cols / 32) * sizeof(act_q8), kstride = (size_t)(cols / QK_K) * sizeof(act_q8k);
-    if (need[WT_ACT_Q8_0])
-        for (int p = 0; p < n; p++) c->ops->quantize_q8(x + (size_t)p * ldx, cols, (act_q8 *)((char *)c->xq + p * qstride));
-    if (need[WT_ACT_Q8_K])
-        for (int p = 0; p < n; p++) c->ops->quantize_q8k(x + (size_t)p * ldx, cols, (act_q8k *)((char *)c->xk + p * kstride));
+    if (need[WT_ACT_Q8_0] || need[WT_ACT_Q8_K]) {
+        quant_job q = {c->ops, x, ldx, cols, n, need[WT_ACT_Q8_0] ? c->xq : NULL, need[WT_ACT_Q8_K] ? c->xk : NULL};
+        double qwork = (double)n * cols * QUANT_WORK_PER_VALUE * (need[WT_ACT_Q8_0] + need[WT_ACT_Q8_K]);
+        if (n >= 2) run_par(c, quant_worker, &q, qwork);
+        else quant_worker(&q, 0, 1);
+    }
     double work = 0;
     for (int i = 0; i < count; i++) {
         const void *xi = x;
@@ -182,12 +212,12 @@ sd_status sd_ctx_new(const sd_model *m, const sd_ctx_params *params, sd_ctx **ou
     const size_t B = (size_t)p.n_batch, E = (size_t)hp->n_embd, Q = (size_t)hp->n_head * hp->head_dim,
                  KV = (size_t)hp->n_head_kv * hp->head_dim, F = (size_t)hp->n_ff;
     size_t EQ = E > Q ? E : Q, maxc = EQ > F ? EQ : F;
-    sd_status st = kv_init(&c->kv, p.n_seq, hp->n_layer, p.n_ctx, hp->n_head_kv, hp->head_dim, p.n_kv_cells, err);
+    sd_status st = kv_init(&c->kv, p.n_seq, hp->n_layer, p.n_ctx, hp->n_head_kv, hp->head_dim, p.n_kv_cells,
+                           p.kv_type == SD_KV_F16, err);
     if (st) {
         free(c);
         return st;
     }
-    c->kv.f16 = p.kv_type == SD_KV_F16;
     if (c->kv.f16 && !(c->att16 = malloc((size_t)p.n_threads * sizeof *c->att16))) {
         sd_ctx_free(c);
         return err_set(err, SD_ERR_NOMEM, "out of memory allocating the attention state");
@@ -311,9 +341,10 @@ static void rope(float *x, int n_heads, int hd, const float *cs_pos, rope_kind k
 }
 
 /* A run of visible cells that share a page: scores [j0, j0 + n) of the score rows; k the page's K rows of the KV
- * head ([page_cells][hd], the V rows page_half floats on); cells page-relative (NULL: consecutive from row 0). */
+ * head ([page_cells][hd] floats, or halves with kv_type f16; the V rows kv_v_bytes on); cells page-relative (NULL:
+ * consecutive from row 0). */
 typedef struct att_run {
-    const float *k;
+    const unsigned char *k;
     const int *cells;
     int n;
 } att_run;
@@ -361,6 +392,7 @@ static void att_worker(void *arg, int ith, int nth) {
     int *anc = c->anc + (size_t)ith * 2 * c->n_batch; /* [B] ancestors' cells */
     int *rel = anc + c->n_batch;                       /* [B] the same, page-relative */
     const kv_cache *kv = &c->kv;
+    const size_t vb = kv_v_bytes(kv);
     /* tasks dealt round-robin: later entries of a causal block see more cells, so contiguous ranges would give the
      * last thread most of a prefill's work */
     for (int t = ith; t < j->n * per_entry; t += nth) {
@@ -386,18 +418,19 @@ static void att_worker(void *arg, int ith, int nth) {
             for (int g = 0; g < hs; g++) {
                 att_f16_begin(st, q + (size_t)g * hd, hd);
                 for (int j0 = 0; att_next_run(kv, s, j->layer, kvh, prefix, anc, rel, n_anc, j0, &r); j0 += r.n)
-                    att_f16_run(st, r.k, r.k + kv->page_half, (size_t)hd, r.cells, r.n, hd, scale);
+                    att_f16_run(st, (const uint16_t *)(const void *)r.k, (const uint16_t *)(const void *)(r.k + vb),
+                                (size_t)hd, r.cells, r.n, hd, scale);
                 att_f16_end(st, hd, o + (size_t)g * hd);
             }
             continue;
         }
         for (int j0 = 0; att_next_run(kv, s, j->layer, kvh, prefix, anc, rel, n_anc, j0, &r); j0 += r.n)
-            c->ops->att_scores(q, hs, r.k, (size_t)hd, r.cells, r.n, hd, scale, sc + j0, ss);
+            c->ops->att_scores(q, hs, (const float *)(const void *)r.k, (size_t)hd, r.cells, r.n, hd, scale, sc + j0, ss);
         float inv[ATT_MAX_HEADS];
         for (int g = 0; g < hs; g++) inv[g] = 1.0f / c->ops->softmax(sc + g * ss, n_vis);
         for (int e = 0; e < hs * hd; e++) o[e] = 0.0f;
         for (int j0 = 0; att_next_run(kv, s, j->layer, kvh, prefix, anc, rel, n_anc, j0, &r); j0 += r.n)
-            c->ops->att_mix(o, hs, sc + j0, ss, r.k + kv->page_half, (size_t)hd, r.cells, r.n, hd);
+            c->ops->att_mix(o, hs, sc + j0, ss, (const float *)(const void *)(r.k + vb), (size_t)hd, r.cells, r.n, hd);
         for (int g = 0; g < hs; g++)
             for (int e = 0; e < hd; e++) o[(size_t)g * hd + e] *= inv[g];
     }

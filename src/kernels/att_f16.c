@@ -12,15 +12,15 @@ void att_f16_begin(att_f16_state *st, const float *q, int hd) {
     for (int e = 0; e < hd; e++) st->q[e] = r16(q[e]), st->acc[e] = 0.0f;
 }
 
-void att_f16_run(att_f16_state *st, const float *k, const float *v, size_t stride, const int *cells, int n, int hd,
-                 float scale) {
+void att_f16_run(att_f16_state *st, const uint16_t *k, const uint16_t *v, size_t stride, const int *cells, int n,
+                 int hd, float scale) {
     float M = st->M, S = st->S, *acc = st->acc;
     for (int j = 0; j < n; j++) {
         const size_t off = (size_t)(cells ? cells[j] : j) * stride;
-        const float *kr = k + off, *vr = v + off;
+        const uint16_t *kr = k + off, *vr = v + off;
         double sum = 0.0;
         for (int e = 0; e < hd; e++) {
-            const float p = st->q[e] * kr[e]; /* exact: two fp16 numbers */
+            const float p = st->q[e] * fp16_to_f32(kr[e]); /* exact: two fp16 numbers */
             sum += (double)p;
         }
         const float s = (float)sum * scale;
@@ -33,7 +33,7 @@ void att_f16_run(att_f16_state *st, const float *k, const float *v, size_t strid
         } else {
             vs = expf(s - M);
         }
-        for (int e = 0; e < hd; e++) acc[e] = r16(fmaf(vr[e], vs, acc[e]));
+        for (int e = 0; e < hd; e++) acc[e] = r16(fmaf(fp16_to_f32(vr[e]), vs, acc[e]));
         S = fmaf(S, ms, vs);
     }
     st->M = M;

@@ -12,6 +12,7 @@
 #ifndef SD_KERNELS_ATT_F16_H
 #define SD_KERNELS_ATT_F16_H
 #include <stddef.h>
+#include <stdint.h>
 
 enum { ATT_F16_MAX_HD = 512 }; /* the largest head size (kv_type f16) */
 
@@ -24,10 +25,9 @@ typedef struct att_f16_state {
 /* q[hd] -> st (hd <= ATT_F16_MAX_HD) */
 void att_f16_begin(att_f16_state *st, const float *q, int hd);
 /* n cells, key rows at k + cell * stride and value rows at v + cell * stride (cell = cells[j], or j when cells is
- * NULL), hd values each, already fp16 numbers (kv_type f16 stores them rounded); cells in ascending order, runs
- * given in order. */
-void att_f16_run(att_f16_state *st, const float *k, const float *v, size_t stride, const int *cells, int n, int hd,
-                 float scale);
+ * NULL), hd IEEE halves each (the kv_type f16 cache); cells in ascending order, runs given in order. */
+void att_f16_run(att_f16_state *st, const uint16_t *k, const uint16_t *v, size_t stride, const int *cells, int n,
+                 int hd, float scale);
 /* o[hd] = acc / S */
 void att_f16_end(const att_f16_state *st, int hd, float *o);
 #endif

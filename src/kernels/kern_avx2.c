@@ -21,7 +21,6 @@
 #include "kernels/kern_avx2_inl.h"
 #include "kernels/kern_avx512.h"
 #include "kernels/kern_tile.h"
-#include "kernels/kq_levels_avx2.h"
 #include "kernels/kquant.h"
 #include "util/fp16.h"
 
@@ -310,64 +309,11 @@ ROWS_OVER_TILES(rows_quant, act_q8, 32, tile_quant)
 ROWS_MM(mm_q8_0_avx2, rows_quant, T_Q8_0, 2, 4)
 
 /* ------------------------------------------------------------------ K-quants (x as act_q8k blocks) */
-/* A row's super-block prepared once for all the positions of a tile: its fields (kq_unpack), the scale vector of
- * each 32-value chunk (16 int16: the chunk's first group's scale in lanes 0-7, the second's in 8-15, matching the
- * pair sums of maddubs), and off * sc and mn as 16 int16 for the activation group sums. */
-typedef struct kq_prep {
-    kq_fields f;
-    __m256i sc[8];
-    __m256i corr, mn;
-} kq_prep;
-
-INLINE void kq_prepare(int t, const unsigned char *blk, kq_prep *p) {
-    kq_unpack_scales((uint32_t)t, blk, &p->f);
-    kq_levels(t, blk, p->f.u);
-#pragma GCC unroll 8
-    for (int c = 0; c < 8; c++)
-        p->sc[c] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(p->f.sc[2 * c])),
-                                           _mm_set1_epi16(p->f.sc[2 * c + 1]), 1);
-    __m256i sc16 = _mm256_loadu_si256((const __m256i *)(const void *)p->f.sc);
-    p->corr = _mm256_mullo_epi16(sc16, _mm256_set1_epi16((short)kq_offset((uint32_t)t)));
-    p->mn = _mm256_loadu_si256((const __m256i *)(const void *)p->f.mn);
-}
-
 INLINE int32_t hsum_i32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
     return _mm_cvtsi128_si32(s);
-}
-
-/* kq_dot_ints with vectors: the same exact integers (u * x pair sums of at most 2 * 63 * 128, no saturation) */
-INLINE void kq_dot_avx2(const kq_prep *p, const act_q8k *x, int32_t *isum, int32_t *msum) {
-    __m256i acc = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int c = 0; c < 8; c++) {
-        __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(p->f.u + 32 * c));
-        __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 32 * c));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), p->sc[c]));
-    }
-    __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
-    *isum = hsum_i32(acc) - hsum_i32(_mm256_madd_epi16(p->corr, bs));
-    *msum = hsum_i32(_mm256_madd_epi16(p->mn, bs));
-}
-
-/* Q6_K, Q5_K, Q3_K: the 8 lanes of kq_lanes_ggml (the sums kq_dot_avx2 adds up; Q3_K's offset per value as
- * maddubs(u, x) - maddubs(off, x) on the int16 pairs, exact: |pair| <= 2 * 7 * 128 + 2 * 4 * 128) */
-INLINE __m256i kq_lanes_avx2(int t, const kq_prep *p, const act_q8k *x) {
-    __m256i acc = _mm256_setzero_si256();
-    const __m256i four = _mm256_set1_epi8(4);
-#pragma GCC unroll 8
-    for (int c = 0; c < 8; c++) {
-        __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(p->f.u + 32 * c));
-        __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 32 * c));
-        __m256i pr = _mm256_maddubs_epi16(u, q);
-        if (t == GGML_Q3_K) pr = _mm256_sub_epi16(pr, _mm256_maddubs_epi16(four, q));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, p->sc[c]));
-    }
-    if (t == GGML_Q3_K) return acc;
-    __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
-    return _mm256_sub_epi32(acc, _mm256_madd_epi16(p->corr, bs));
 }
 
 /* Q4_K straight from its layout (blocks of few positions, decode): the 8 6-bit scales and mins by ggml's 32-bit
@@ -384,6 +330,30 @@ INLINE void q4k_scales(const unsigned char *blk, uint8_t sc[8], uint8_t mn[8]) {
     memcpy(mn, v + 2, 8);
 }
 
+/* Q4_K / Q5_K scales and mins as vectors: *sv the 8 scales as int16 in both 128-bit halves (scale s over all 16
+ * lanes by one byte shuffle), *mnd each min twice (groups 2s, 2s+1 of 16 values), against the 16 group sums */
+INLINE void q45_scale_vecs(const unsigned char *blk, __m256i *sv, __m256i *mnd) {
+    uint8_t sc[8], mn[8];
+    q4k_scales(blk, sc, mn);
+    int64_t mn8, sc8;
+    memcpy(&mn8, mn, 8);
+    memcpy(&sc8, sc, 8);
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn8));
+    *mnd = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    const __m128i s16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc8));
+    *sv = _mm256_set_m128i(s16, s16);
+}
+
+/* isum (the lanes of acc) and msum (the lanes of mprod) added up together: [isum lanes | msum lanes] folded to
+ * lanes 0 and 4 (exact integers: any order gives the same sums) */
+INLINE void sum_is_ms(__m256i acc, __m256i mprod, int32_t *is, int32_t *ms) {
+    __m256i t = _mm256_hadd_epi32(acc, mprod); /* a01 a23 m01 m23 | a45 a67 m45 m67 */
+    t = _mm256_hadd_epi32(t, t);               /* A0 M0 . . | A1 M1 . . */
+    const __m128i r2 = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+    *is = _mm_cvtsi128_si32(r2);
+    *ms = _mm_extract_epi32(r2, 1);
+}
+
 INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                      float *y, int ldy, int p0, size_t pf) {
     float s[4][4] = {{0}}, m[4][4] = {{0}};
@@ -395,17 +365,8 @@ INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 144;
-            uint8_t sc[8], mn[8];
-            q4k_scales(blk, sc, mn);
-            int64_t mn8, sc8;
-            memcpy(&mn8, mn, 8);
-            memcpy(&sc8, sc, 8);
-            /* each min twice (groups 2s, 2s+1 of 16 values) as int16, against the 16 group sums */
-            const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn8));
-            const __m256i mnd = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-            /* the scales as int16 in both 128-bit lanes; scale s over all 16 lanes by one byte shuffle */
-            const __m128i s16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc8));
-            const __m256i sv = _mm256_set_m128i(s16, s16);
+            __m256i sv, mnd;
+            q45_scale_vecs(blk, &sv, &mnd);
             __m256i scs[8];
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) scs[k] = _mm256_shuffle_epi8(sv, _mm256_set1_epi16((short)(0x0100 + 0x0202 * k)));
@@ -424,11 +385,8 @@ INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri
                     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), scs[2 * c + 1]));
                 }
                 const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
-                /* isum and msum reduced together: [isum lanes | msum lanes] folded to lanes 0 and 4 */
-                __m256i t = _mm256_hadd_epi32(acc, _mm256_madd_epi16(mnd, bs)); /* a01 a23 m01 m23 | a45 a67 m45 m67 */
-                t = _mm256_hadd_epi32(t, t);                                    /* A0 M0 . . | A1 M1 . . */
-                const __m128i r2 = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
-                const int32_t is = _mm_cvtsi128_si32(r2), ms = _mm_extract_epi32(r2, 1);
+                int32_t is, ms;
+                sum_is_ms(acc, _mm256_madd_epi16(mnd, bs), &is, &ms);
                 s[i][j] = fmaf((float)is, dw * x->d, s[i][j]);
                 m[i][j] = fmaf((float)ms, dmw * x->d, m[i][j]);
             }
@@ -505,68 +463,58 @@ INLINE void tile_q6k(int R, int P, const unsigned char *const *wr, const int *ri
         for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = kern_hsum8(acc[i][j]);
 }
 
-/* R rows x P positions over all super-blocks: per (row, position) one float chain, the scalar table's expression
- * per super-block (so the bits equal the scalar reference's) */
-INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
-                    float *y, int ldy, int p0, size_t pf) {
-    if (t == GGML_Q4_K) {
-        tile_q4k(R, P, wr, ri, nb, xp, y, ldy, p0, pf);
-        return;
-    }
-    if (t == GGML_Q6_K) {
-        tile_q6k(R, P, wr, ri, nb, xp, y, ldy, p0, pf);
-        return;
-    }
-    const int bb = t == GGML_Q2_K ? 84 : t == GGML_Q3_K ? 110 : t == GGML_Q4_K ? 144 : t == GGML_Q5_K ? 176 : 210;
-    kq_prep prep;
-    if (t == GGML_Q6_K || t == GGML_Q5_K || t == GGML_Q3_K) { /* ggml's 8-lane chains (kq_lanes_ggml) */
-        __m256 acc[4][4];
-        float summs[4][4] = {{0}};
+/* The int16 pair sums of a 32-value chunk times its two group scales (sc[2k] over the low 8 int16 lanes, sc[2k+1]
+ * over the high 8): ggml's get_scale_shuffle_q3k on a vector holding 8 int16 scales in both 128-bit halves. */
+INLINE __m256i scale_pair(__m256i sv, int k) {
+    return _mm256_shuffle_epi8(sv, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
+                                                     _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k)))));
+}
+
+/* Q2_K straight from its layout (blocks of few positions, decode): chunk c = 4h + j holds bits 2j of qs[32h + l]
+ * (kquant.h); its groups' scales by one byte shuffle of the 16 low nibbles as int16 (ggml's q2_K kernel), the mins
+ * (high nibbles) against the bsums; the exact isum and msum of kq_dot_ints, then the scalar table's two fma chains
+ * (ggml's repacked gemv), so its bits. Chunks outer, positions inner: one integer accumulator per position. */
+INLINE void tile_q2k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
+    float s[4][4] = {{0}}, m[4][4] = {{0}};
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m128i m15 = _mm_set1_epi8(15);
+    for (int b = 0; b < nb; b++) {
+        prefetch_rows(R, wr, (size_t)b * 84, pf);
+        prefetch_rows(R, wr, (size_t)b * 84 + 64, pf);
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++)
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 84;
+            const __m128i sm = _mm_loadu_si128((const __m128i *)(const void *)blk);
+            const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sm, m15));
+            const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m15));
+            const __m256i svl = _mm256_permute2x128_si256(sc16, sc16, 0x00), svh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+            __m256i acc[4];
 #pragma GCC unroll 4
-            for (int j = 0; j < P; j++) acc[i][j] = _mm256_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            prefetch_rows(R, wr, (size_t)b * bb, pf);
-            prefetch_rows(R, wr, (size_t)b * bb + 64, pf);
-            prefetch_rows(R, wr, (size_t)b * bb + 128, pf);
+            for (int j = 0; j < P; j++) acc[j] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m256i q2 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * h));
 #pragma GCC unroll 4
-            for (int i = 0; i < R; i++) {
-                kq_prepare(t, wr[i] + (size_t)b * bb, &prep);
+                for (int k = 0; k < 4; k++) {
+                    const __m256i u = _mm256_and_si256(k ? _mm256_srli_epi16(q2, 2 * k) : q2, m3);
+                    const __m256i scs = scale_pair(h ? svh : svl, k);
 #pragma GCC unroll 4
-                for (int j = 0; j < P; j++) {
-                    __m256i lanes = kq_lanes_avx2(t, &prep, &xp[j][b]);
-                    const __m256 dq = _mm256_set1_ps(xp[j][b].d * prep.f.d);
-                    acc[i][j] = _mm256_fmadd_ps(dq, _mm256_cvtepi32_ps(lanes), acc[i][j]);
-                    if (t == GGML_Q5_K) {
-                        const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].bsums);
-                        summs[i][j] = fmaf(-xp[j][b].d * prep.f.dmin, (float)hsum_i32(_mm256_madd_epi16(prep.mn, bs)),
-                                           summs[i][j]);
+                    for (int j = 0; j < P; j++) {
+                        const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(xp[j][b].qs + 128 * h + 32 * k));
+                        acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), scs));
                     }
                 }
             }
-        }
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-            for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = kern_hsum8(acc[i][j]) + summs[i][j];
-        return;
-    }
-    float s[4][4] = {{0}}, m[4][4] = {{0}}; /* Q4_K, Q2_K: the scalar table's two fma chains */
-    for (int b = 0; b < nb; b++) {
-        prefetch_rows(R, wr, (size_t)b * bb, pf);
-        prefetch_rows(R, wr, (size_t)b * bb + 64, pf);
-        prefetch_rows(R, wr, (size_t)b * bb + 128, pf);
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++) {
-            kq_prepare(t, wr[i] + (size_t)b * bb, &prep);
+            const float dw = blk_d(blk + 80), dmw = blk_d(blk + 82);
 #pragma GCC unroll 4
             for (int j = 0; j < P; j++) {
+                const act_q8k *x = &xp[j][b];
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
                 int32_t is, ms;
-                kq_dot_avx2(&prep, &xp[j][b], &is, &ms);
-                const float xd = xp[j][b].d;
-                s[i][j] = fmaf((float)is, prep.f.d * xd, s[i][j]);
-                m[i][j] = fmaf((float)ms, prep.f.dmin * xd, m[i][j]);
+                sum_is_ms(acc[j], _mm256_madd_epi16(mn16, bs), &is, &ms);
+                s[i][j] = fmaf((float)is, dw * x->d, s[i][j]);
+                m[i][j] = fmaf((float)ms, dmw * x->d, m[i][j]);
             }
         }
     }
@@ -574,6 +522,138 @@ INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const i
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = s[i][j] - m[i][j];
+}
+
+/* Q3_K straight from its layout: the 16 signed 6-bit scales by ggml's 32-bit mask steps, chunk c = 4h + j from bits
+ * 2j of qs[32h + l] and bit c of hmask[l] (kquant.h); the offset 4 per value as ggml: maddubs(low 2 bits, x) minus
+ * maddubs(4 where the high bit is clear, x) (exact int16). The 8 lanes of kq_lanes_ggml, then the per-lane fma
+ * chain and hsum8 of the scalar table. */
+INLINE void tile_q3k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
+    __m256 facc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) facc[i][j] = _mm256_setzero_ps();
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
+    for (int b = 0; b < nb; b++) {
+        prefetch_rows(R, wr, (size_t)b * 110, pf);
+        prefetch_rows(R, wr, (size_t)b * 110 + 64, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 110;
+            uint32_t a[3];
+            memcpy(a, blk + 96, 12);
+            const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
+            const __m128i s8 = _mm_sub_epi8(_mm_set_epi32((int)(((a[1] >> 4) & k2) | (((a[2] >> 6) & k1) << 4)),
+                                                          (int)(((a[0] >> 4) & k2) | (((a[2] >> 4) & k1) << 4)),
+                                                          (int)((a[1] & k2) | (((a[2] >> 2) & k1) << 4)),
+                                                          (int)((a[0] & k2) | ((a[2] & k1) << 4))),
+                                            _mm_set1_epi8(32));
+            const __m256i sc16 = _mm256_cvtepi8_epi16(s8);
+            const __m256i svl = _mm256_permute2x128_si256(sc16, sc16, 0x00), svh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+            /* the high bits inverted: 4 where bit c of hmask[l] is clear */
+            const __m256i nh = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)blk), _mm256_set1_epi8(-1));
+            __m256i lanes[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) lanes[j] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m256i q3 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 32 + 32 * h));
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const int c = 4 * h + k;
+                    const __m256i lo = _mm256_and_si256(k ? _mm256_srli_epi16(q3, 2 * k) : q3, m3);
+                    /* bit c to bit 2 of each byte: the 16-bit shift brings in only bits that the mask drops */
+                    const __m256i hi = _mm256_and_si256(c <= 2 ? _mm256_slli_epi16(nh, 2 - c) : _mm256_srli_epi16(nh, c - 2), m4);
+                    const __m256i scs = scale_pair(h ? svh : svl, k);
+#pragma GCC unroll 4
+                    for (int j = 0; j < P; j++) {
+                        const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(xp[j][b].qs + 32 * c));
+                        const __m256i pr = _mm256_sub_epi16(_mm256_maddubs_epi16(lo, q), _mm256_maddubs_epi16(hi, q));
+                        lanes[j] = _mm256_add_epi32(lanes[j], _mm256_madd_epi16(pr, scs));
+                    }
+                }
+            }
+            const float dw = blk_d(blk + 108);
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++)
+                facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(xp[j][b].d * dw), _mm256_cvtepi32_ps(lanes[j]), facc[i][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = kern_hsum8(facc[i][j]);
+}
+
+/* Q5_K straight from its layout: Q4_K's scales and mins (q4k_scales), chunk 2j + e from nibble e of qs[32j + l] and
+ * bit 2j + e of qh[l] moved to bit 4 by one 16-bit shift and a mask (kquant.h). The 8 lanes of kq_lanes_ggml with
+ * their per-lane fma chain and hsum8, and the mins' chain summs = fma(-d_x * dmin, msum, summs): the scalar table's
+ * bits. */
+INLINE void tile_q5k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
+    __m256 facc[4][4];
+    float summs[4][4] = {{0}};
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) facc[i][j] = _mm256_setzero_ps();
+    const __m256i m15 = _mm256_set1_epi8(15), m16 = _mm256_set1_epi8(16);
+    for (int b = 0; b < nb; b++) {
+        prefetch_rows(R, wr, (size_t)b * 176, pf);
+        prefetch_rows(R, wr, (size_t)b * 176 + 64, pf);
+        prefetch_rows(R, wr, (size_t)b * 176 + 128, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 176;
+            __m256i sv, mnd;
+            q45_scale_vecs(blk, &sv, &mnd);
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16));
+            __m256i lanes[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) lanes[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 48 + 32 * (c / 2)));
+                const __m256i lo = _mm256_and_si256(c % 2 ? _mm256_srli_epi16(q, 4) : q, m15);
+                /* bit c of qh[l] to bit 4: the 16-bit shift brings in only bits that the mask drops */
+                const __m256i hb = _mm256_and_si256(c <= 4 ? _mm256_slli_epi16(qh, 4 - c) : _mm256_srli_epi16(qh, c - 4), m16);
+                const __m256i u = _mm256_or_si256(lo, hb);
+                const __m256i scs = _mm256_shuffle_epi8(sv, _mm256_set1_epi16((short)(0x0100 + 0x0202 * c)));
+#pragma GCC unroll 4
+                for (int j = 0; j < P; j++) {
+                    const __m256i xq = _mm256_loadu_si256((const __m256i *)(const void *)(xp[j][b].qs + 32 * c));
+                    lanes[j] = _mm256_add_epi32(lanes[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xq), scs));
+                }
+            }
+            const float dw = blk_d(blk), dmw = blk_d(blk + 2);
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) {
+                const act_q8k *x = &xp[j][b];
+                facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(lanes[j]), facc[i][j]);
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
+                summs[i][j] = fmaf(-x->d * dmw, (float)hsum_i32(_mm256_madd_epi16(mnd, bs)), summs[i][j]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = kern_hsum8(facc[i][j]) + summs[i][j];
+}
+
+/* R rows x P positions over all super-blocks, straight from each type's layout: per (row, position) the scalar
+ * table's float chains (llama.cpp's, kquant.h), so its bits */
+INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                    float *y, int ldy, int p0, size_t pf) {
+    switch (t) {
+    case GGML_Q2_K: tile_q2k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    case GGML_Q3_K: tile_q3k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    case GGML_Q4_K: tile_q4k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    case GGML_Q5_K: tile_q5k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    default: tile_q6k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    }
 }
 
 ROWS_OVER_TILES(rows_kq, act_q8k, QK_K, tile_kq)

@@ -8,9 +8,11 @@
 #include "util/err.h"
 #include "util/fp16.h"
 
-sd_status kv_init(kv_cache *kv, int n_seq, int n_layer, int n_ctx, int n_head_kv, int head_dim, int n_cells,
+sd_status kv_init(kv_cache *kv, int n_seq, int n_layer, int n_ctx, int n_head_kv, int head_dim, int n_cells, bool f16,
                   sd_error *err) {
     memset(kv, 0, sizeof *kv);
+    kv->f16 = f16;
+    kv->elem = f16 ? sizeof(uint16_t) : sizeof(float);
     kv->n_seq = n_seq;
     kv->n_layer = n_layer;
     kv->n_ctx = n_ctx;
@@ -36,12 +38,12 @@ sd_status kv_init(kv_cache *kv, int n_seq, int n_layer, int n_ctx, int n_head_kv
 }
 
 /* Page memory is mapped (anonymous), not malloc'd, so a trimmed page goes back to the OS at once. */
-static float *page_map(const kv_cache *kv) {
-    void *p = mmap(NULL, 2 * kv->page_half * sizeof(float), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+static unsigned char *page_map(const kv_cache *kv) {
+    void *p = mmap(NULL, 2 * kv_v_bytes(kv), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
-static void page_unmap(const kv_cache *kv, float *p) {
-    if (p) munmap(p, 2 * kv->page_half * sizeof(float));
+static void page_unmap(const kv_cache *kv, unsigned char *p) {
+    if (p) munmap(p, 2 * kv_v_bytes(kv));
 }
 
 void kv_free(kv_cache *kv) {
@@ -72,7 +74,7 @@ static int page_take(kv_cache *kv) {
         return id;
     }
     if (kv->n_alloc >= kv->cap_pages) return -1;
-    float *p = page_map(kv);
+    unsigned char *p = page_map(kv);
     if (!p) return -1;
     kv->page[kv->n_alloc] = p;
     return kv->n_alloc++;
@@ -101,7 +103,7 @@ sd_status kv_reserve(kv_cache *kv, int seq, int n_cells, sd_error *err) {
         if (id < 0) {
             kv_release(kv, seq, had * kv->page_cells);
             return err_set(err, SD_ERR_NOMEM, "out of memory allocating a KV page of %zu KiB",
-                           2 * kv->page_half * sizeof(float) >> 10);
+                           2 * kv_v_bytes(kv) >> 10);
         }
         slots[i] = id;
         kv->n_pages[seq] = i + 1;
@@ -126,12 +128,12 @@ void kv_truncate(kv_cache *kv, int seq, int n_pos) {
 
 /* the first n rows of every KV head of one layer, K and V, from src's page slot pg to dst's */
 static void copy_page_rows(kv_cache *kv, int src, int dst, int pg, int layer, int n) {
-    const size_t bytes = (size_t)n * kv->head_dim * sizeof(float);
+    const size_t bytes = (size_t)n * kv->head_dim * kv->elem, vb = kv_v_bytes(kv);
     for (int h = 0; h < kv->n_head_kv; h++) {
-        const float *s = kv_page_rows(kv, src, pg, layer, h);
-        float *d = kv_page_rows(kv, dst, pg, layer, h);
+        const unsigned char *s = kv_page_rows(kv, src, pg, layer, h);
+        unsigned char *d = kv_page_rows(kv, dst, pg, layer, h);
         memcpy(d, s, bytes);
-        memcpy(d + kv->page_half, s + kv->page_half, bytes);
+        memcpy(d + vb, s + vb, bytes);
     }
 }
 
@@ -151,39 +153,46 @@ sd_status kv_copy_seq(kv_cache *kv, int src, int dst, sd_error *err) {
 }
 
 void kv_write_cell(kv_cache *kv, int seq, int layer, int cell, const float *k, const float *v) {
-    const size_t hd = (size_t)kv->head_dim;
+    const size_t hd = (size_t)kv->head_dim, vb = kv_v_bytes(kv);
     for (int h = 0; h < kv->n_head_kv; h++) {
-        float *r = kv_row(kv, seq, layer, h, cell);
-        memcpy(r, k + h * hd, hd * sizeof(float));
-        memcpy(r + kv->page_half, v + h * hd, hd * sizeof(float));
-        if (kv->f16) /* the values an fp16 cache holds (as floats, see kv.h) */
-            for (size_t e = 0; e < hd; e++) {
-                r[e] = fp16_to_f32(f32_to_fp16(r[e]));
-                r[kv->page_half + e] = fp16_to_f32(f32_to_fp16(r[kv->page_half + e]));
-            }
+        unsigned char *r = kv_row(kv, seq, layer, h, cell);
+        const float *kh = k + h * hd, *vh = v + h * hd;
+        if (kv->f16) {
+            uint16_t *rk = (uint16_t *)(void *)r, *rv = (uint16_t *)(void *)(r + vb);
+            for (size_t e = 0; e < hd; e++) rk[e] = f32_to_fp16(kh[e]), rv[e] = f32_to_fp16(vh[e]);
+        } else {
+            memcpy(r, kh, hd * sizeof(float));
+            memcpy(r + vb, vh, hd * sizeof(float));
+        }
     }
 }
 
 void kv_read_cell(const kv_cache *kv, int seq, int layer, int cell, float *k, float *v) {
-    const size_t hd = (size_t)kv->head_dim;
+    const size_t hd = (size_t)kv->head_dim, vb = kv_v_bytes(kv);
     for (int h = 0; h < kv->n_head_kv; h++) {
-        const float *r = kv_row(kv, seq, layer, h, cell);
-        if (k) memcpy(k + h * hd, r, hd * sizeof(float));
-        if (v) memcpy(v + h * hd, r + kv->page_half, hd * sizeof(float));
+        const unsigned char *r = kv_row(kv, seq, layer, h, cell);
+        if (kv->f16) {
+            const uint16_t *rk = (const uint16_t *)(const void *)r, *rv = (const uint16_t *)(const void *)(r + vb);
+            for (size_t e = 0; e < hd && k; e++) k[h * hd + e] = fp16_to_f32(rk[e]);
+            for (size_t e = 0; e < hd && v; e++) v[h * hd + e] = fp16_to_f32(rv[e]);
+        } else {
+            if (k) memcpy(k + h * hd, r, hd * sizeof(float));
+            if (v) memcpy(v + h * hd, r + vb, hd * sizeof(float));
+        }
     }
 }
 
 void kv_keep(kv_cache *kv, int seq, int start, const int32_t *cells, int n) {
-    const size_t bytes = (size_t)kv->head_dim * sizeof(float);
+    const size_t bytes = (size_t)kv->head_dim * kv->elem, vb = kv_v_bytes(kv);
     for (int l = 0; l < kv->n_layer; l++) {
         int *len = kv_len(kv, seq, l), kept = 0;
         for (int i = 0; i < n && start + cells[i] < *len; i++, kept++) {
             if (cells[i] == i) continue;
             for (int h = 0; h < kv->n_head_kv; h++) { /* distinct cells: the rows do not overlap */
-                float *d = kv_row(kv, seq, l, h, start + i);
-                const float *s = kv_row(kv, seq, l, h, start + cells[i]);
+                unsigned char *d = kv_row(kv, seq, l, h, start + i);
+                const unsigned char *s = kv_row(kv, seq, l, h, start + cells[i]);
                 memcpy(d, s, bytes);
-                memcpy(d + kv->page_half, s + kv->page_half, bytes);
+                memcpy(d + vb, s + vb, bytes);
             }
         }
         if (*len > start + kept) *len = start + kept;

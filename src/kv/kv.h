@@ -19,27 +19,29 @@
 enum { KV_PAGE_CELLS = 64 };
 
 typedef struct kv_cache {
-    /* kv_type f16: every K and V value written is rounded to fp16 (llama.cpp's F16 cache; the attention then uses
-     * att_f16.h). The pages still hold them as floats: the values, not the memory, of an fp16 cache. */
+    /* kv_type f16: K and V are stored as IEEE halves, every value written rounded to fp16 (llama.cpp's F16 cache,
+     * half the memory of floats; the attention then uses att_f16.h); else as floats. */
     bool f16;
+    size_t elem;      /* bytes per stored value: 2 (f16) or 4 (float) */
     int n_seq, n_layer, n_ctx, n_head_kv, head_dim, kv_dim; /* kv_dim = n_head_kv * head_dim */
     int page_cells;   /* cells per page: KV_PAGE_CELLS, or n_ctx when that is smaller */
     int max_pages;    /* page slots per sequence: ceil(n_ctx / page_cells) */
     int cap_pages;    /* most pages the pool may hold */
     int n_alloc;      /* pages malloc'd so far: ids [0, n_alloc) */
     int n_free;       /* allocated pages on the free list */
-    size_t page_half; /* floats of one page's K (or V): n_layer * n_head_kv * page_cells * head_dim */
-    /* page memory, K then V, each [n_layer][n_head_kv][page_cells][head_dim]: a KV head's rows of a layer are
-     * contiguous (attention reads them in cell order as one stream) */
-    float **page;     /* [cap_pages] NULL until first needed (and after kv_trim, for free pages) */
+    size_t page_half; /* values of one page's K (or V): n_layer * n_head_kv * page_cells * head_dim */
+    /* page memory, K then V, each [n_layer][n_head_kv][page_cells][head_dim] values of elem bytes: a KV head's rows
+     * of a layer are contiguous (attention reads them in cell order as one stream) */
+    unsigned char **page; /* [cap_pages] NULL until first needed (and after kv_trim, for free pages) */
     int *free_list;   /* [cap_pages] ids of free allocated pages (a stack) */
     int *table;       /* [n_seq][max_pages] page id of each slot a sequence holds */
     int *n_pages;     /* [n_seq] slots held */
     int *len;         /* [n_seq][n_layer] */
 } kv_cache;
 
-/* n_cells: the pool's capacity in cells over all sequences (rounded up to whole pages); 0 = n_seq * n_ctx. */
-sd_status kv_init(kv_cache *kv, int n_seq, int n_layer, int n_ctx, int n_head_kv, int head_dim, int n_cells,
+/* n_cells: the pool's capacity in cells over all sequences (rounded up to whole pages); 0 = n_seq * n_ctx.
+ * f16: store halves (kv_type f16), else floats. */
+sd_status kv_init(kv_cache *kv, int n_seq, int n_layer, int n_ctx, int n_head_kv, int head_dim, int n_cells, bool f16,
                   sd_error *err);
 void kv_free(kv_cache *kv);
 
@@ -49,14 +51,18 @@ int kv_max_len(const kv_cache *kv, int seq);
 static inline int kv_pages_for(const kv_cache *kv, int n_cells) {
     return (n_cells + kv->page_cells - 1) / kv->page_cells;
 }
-/* K rows of (seq, page slot pg, layer, KV head h): [page_cells][head_dim]; the V rows are page_half floats on */
-static inline float *kv_page_rows(const kv_cache *kv, int seq, int pg, int layer, int h) {
+/* bytes from a K row to its V row */
+static inline size_t kv_v_bytes(const kv_cache *kv) { return kv->page_half * kv->elem; }
+/* K rows of (seq, page slot pg, layer, KV head h): [page_cells][head_dim] values (floats, or halves with f16); the
+ * V rows are kv_v_bytes on */
+static inline void *kv_page_rows(const kv_cache *kv, int seq, int pg, int layer, int h) {
     return kv->page[kv->table[seq * kv->max_pages + pg]] +
-           ((size_t)layer * kv->n_head_kv + h) * kv->page_cells * kv->head_dim;
+           ((size_t)layer * kv->n_head_kv + h) * kv->page_cells * kv->head_dim * kv->elem;
 }
-/* the K row of (seq, layer, KV head h, cell) (the cell's page must be held); V at + page_half */
-static inline float *kv_row(const kv_cache *kv, int seq, int layer, int h, int cell) {
-    return kv_page_rows(kv, seq, cell / kv->page_cells, layer, h) + (size_t)(cell % kv->page_cells) * kv->head_dim;
+/* the K row of (seq, layer, KV head h, cell) (the cell's page must be held); V kv_v_bytes on */
+static inline unsigned char *kv_row(const kv_cache *kv, int seq, int layer, int h, int cell) {
+    return (unsigned char *)kv_page_rows(kv, seq, cell / kv->page_cells, layer, h) +
+           (size_t)(cell % kv->page_cells) * kv->head_dim * kv->elem;
 }
 
 /* Makes seq hold the pages for cells [0, n_cells) (n_cells <= n_ctx). SD_ERR_NOMEM when the pool has not enough
@@ -71,7 +77,8 @@ void kv_trim(kv_cache *kv);
 /* pages held by sequences */
 int kv_pages_used(const kv_cache *kv);
 
-/* k[kv_dim], v[kv_dim] (all heads of one position) into / out of a held cell */
+/* k[kv_dim], v[kv_dim] (all heads of one position, floats) into / out of a held cell (f16: rounded to halves on the
+ * way in) */
 void kv_write_cell(kv_cache *kv, int seq, int layer, int cell, const float *k, const float *v);
 void kv_read_cell(const kv_cache *kv, int seq, int layer, int cell, float *k, float *v);
 

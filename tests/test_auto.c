@@ -168,17 +168,8 @@ static void chooser(void) {
 }
 
 /* ------------------------------------------------------------------ 2. greedy + caches */
-static sd_ctx *mkctx(sd_model *m, int n_ctx, int n_seq) {
-    sd_ctx_params cp = sd_ctx_default_params();
-    cp.n_ctx = n_ctx;
-    cp.n_batch = 32;
-    cp.n_threads = 1; /* 2 threads spin-wait for each other: minutes instead of seconds on a busy 2-core machine */
-    cp.n_seq = n_seq;
-    sd_ctx *c = NULL;
-    sd_error err;
-    if (sd_ctx_new(m, &cp, &c, &err) != SD_OK) CHECK(0, "ctx: %s", err.msg);
-    return c;
-}
+/* one thread: 2 threads spin-wait for each other, minutes instead of seconds on a busy 2-core machine */
+static sd_ctx *mkctx(sd_model *m, int n_ctx, int n_seq) { return tl_ctx(m, n_ctx, n_seq, 32, 1); }
 
 typedef struct round_check {
     sd_ctx *target, *ref, *draft, *draft_ref;

@@ -30,10 +30,7 @@ static sd_ctx *mkctx_t(sd_model *m, int n_seq, int n_ctx, int n_kv_cells, int th
     cp.n_threads = threads;
     cp.n_kv_cells = n_kv_cells;
     cp.kv_type = kv_type;
-    sd_ctx *c = NULL;
-    sd_error err;
-    if (sd_ctx_new(m, &cp, &c, &err) != SD_OK) CHECK(0, "ctx: %s", err.msg);
-    return c;
+    return tl_ctx_with(m, &cp);
 }
 
 static sd_ctx *mkctx(sd_model *m, int n_seq, int n_ctx, int n_kv_cells) {

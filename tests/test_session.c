@@ -25,10 +25,7 @@ static sd_ctx *mkctx_pool(sd_model *m, int n_seq, int n_kv_cells) {
     cp.n_seq = n_seq;
     cp.n_batch = 64;
     cp.n_threads = 2;
-    sd_ctx *c = NULL;
-    sd_error err;
-    if (sd_ctx_new(m, &cp, &c, &err) != SD_OK) CHECK(0, "ctx: %s", err.msg);
-    return c;
+    return tl_ctx_with(m, &cp);
 }
 
 static sd_ctx *mkctx(sd_model *m, int n_seq) { return mkctx_pool(m, n_seq, 0); }

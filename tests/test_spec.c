@@ -23,16 +23,7 @@ static sd_model *load(const char *rel, const char *convert) {
     return m;
 }
 
-static sd_ctx *mkctx(sd_model *m, int n_ctx) {
-    sd_ctx_params cp = sd_ctx_default_params();
-    cp.n_ctx = n_ctx;
-    cp.n_batch = 32;
-    cp.n_threads = 2;
-    sd_ctx *c = NULL;
-    sd_error err;
-    if (sd_ctx_new(m, &cp, &c, &err) != SD_OK) CHECK(0, "ctx: %s", err.msg);
-    return c;
-}
+static sd_ctx *mkctx(sd_model *m, int n_ctx) { return tl_ctx(m, n_ctx, 1, 32, 2); }
 
 /* ---- per-round cache check */
 typedef struct round_check {

@@ -216,14 +216,7 @@ enum { N_CTX = 256, N_PRED = 32, P = 3 };
 static const char *TEXTS[P] = {"Once upon a time", "Lily and Tom went to the park. They saw a big tree.",
                                "The cat sat on the mat. The cat sat on the"};
 
-static sd_ctx *mkctx(const sd_model *m, int n_seq) {
-    sd_ctx_params cp = sd_ctx_default_params();
-    cp.n_ctx = N_CTX, cp.n_seq = n_seq, cp.n_batch = 64, cp.n_threads = 2;
-    sd_ctx *c = NULL;
-    sd_error err;
-    if (sd_ctx_new(m, &cp, &c, &err) != SD_OK) CHECK(0, "ctx: %s", err.msg);
-    return c;
-}
+static sd_ctx *mkctx(const sd_model *m, int n_seq) { return tl_ctx(m, N_CTX, n_seq, 64, 2); }
 
 typedef struct recs {
     int n, n_acc;

@@ -20,16 +20,7 @@
 #include "specdec.h"
 #include "testlib.h"
 
-static sd_ctx *mkctx(sd_model *m, int n_ctx, int n_threads) {
-    sd_ctx_params cp = sd_ctx_default_params();
-    cp.n_ctx = n_ctx;
-    cp.n_batch = 32;
-    cp.n_threads = n_threads;
-    sd_ctx *c = NULL;
-    sd_error err;
-    if (sd_ctx_new(m, &cp, &c, &err) != SD_OK) CHECK(0, "ctx: %s", err.msg);
-    return c;
-}
+static sd_ctx *mkctx(sd_model *m, int n_ctx, int n_threads) { return tl_ctx(m, n_ctx, 1, 32, n_threads); }
 
 /* ---- per-round cache check */
 typedef struct round_check {

@@ -131,6 +131,19 @@ sd_model *tl_load_model(const char *rel) {
     return m;
 }
 
+sd_ctx *tl_ctx_with(const sd_model *m, const sd_ctx_params *cp) {
+    sd_ctx *c = NULL;
+    sd_error err;
+    if (sd_ctx_new(m, cp, &c, &err) != SD_OK) CHECK(0, "ctx: %s", err.msg);
+    return c;
+}
+
+sd_ctx *tl_ctx(const sd_model *m, int n_ctx, int n_seq, int n_batch, int n_threads) {
+    sd_ctx_params cp = sd_ctx_default_params();
+    cp.n_ctx = n_ctx, cp.n_seq = n_seq, cp.n_batch = n_batch, cp.n_threads = n_threads;
+    return tl_ctx_with(m, &cp);
+}
+
 double tl_chi2(const int *counts, const double *p, int V, int N, int *dof) {
     double c = 0, rest_e = 0, rest_o = 0;
     *dof = -1;

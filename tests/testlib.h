@@ -33,6 +33,9 @@ bool tl_write_file(const char *path, const void *data, size_t len);
 double tl_scale(void);
 /* Loads a model under the shared folder; on failure a failed CHECK and NULL. */
 sd_model *tl_load_model(const char *rel);
+/* A context of m with cp; on failure a failed CHECK and NULL. tl_ctx: the default parameters but these. */
+sd_ctx *tl_ctx_with(const sd_model *m, const sd_ctx_params *cp);
+sd_ctx *tl_ctx(const sd_model *m, int n_ctx, int n_seq, int n_batch, int n_threads);
 /* Pearson's chi-square of counts (N draws over V outcomes) against probabilities p, outcomes expected fewer than 5
  * times pooled into one; *dof gets the degrees of freedom. tl_chi2_ok: below a bound that a true distribution exceeds
  * with probability about 1e-4. */

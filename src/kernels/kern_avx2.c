@@ -64,6 +64,11 @@ INLINE void prefetch_rows(int R, const unsigned char *const *wr, size_t off, siz
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) _mm_prefetch((const char *)wr[i] + off + PREFETCH_AHEAD, _MM_HINT_T0);
 }
+/* prefetch_rows for every 64-byte line of a block of `bytes` at off (a super-block of K-quant rows) */
+INLINE void prefetch_block(int R, const unsigned char *const *wr, size_t off, int bytes, size_t pf) {
+#pragma GCC unroll 4
+    for (int o = 0; o < bytes; o += 64) prefetch_rows(R, wr, off + (size_t)o, pf);
+}
 
 /* fn(t, R, P, ...) with R and P (each 1..4) turned into compile-time constants */
 #define WITH_P(fn, t, R, P, ...)                                                                                  \
@@ -344,6 +349,27 @@ INLINE void q45_scale_vecs(const unsigned char *blk, __m256i *sv, __m256i *mnd) 
     *sv = _mm256_set_m128i(s16, s16);
 }
 
+/* An R x P tile's accumulators (R, P <= 4) set to zero. */
+INLINE void tile_zero(int R, int P, __m256 acc[4][4]) {
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) acc[i][j] = _mm256_setzero_ps();
+}
+/* An R x P tile into y (row ri[i] of position p0 + j): hsum8 of the vector chain (when acc), plus add (when given),
+ * minus sub (when given); the terms in this order, as the scalar table's. */
+INLINE void tile_store(int R, int P, const __m256 acc[4][4], const float add[4][4], const float sub[4][4], float *y,
+                       int ldy, int p0, const int *ri) {
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) {
+            float v = acc ? kern_hsum8(acc[i][j]) : add[i][j];
+            if (acc && add) v += add[i][j];
+            y[(size_t)(p0 + j) * ldy + ri[i]] = sub ? v - sub[i][j] : v;
+        }
+}
+
 /* isum (the lanes of acc) and msum (the lanes of mprod) added up together: [isum lanes | msum lanes] folded to
  * lanes 0 and 4 (exact integers: any order gives the same sums) */
 INLINE void sum_is_ms(__m256i acc, __m256i mprod, int32_t *is, int32_t *ms) {
@@ -359,9 +385,7 @@ INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri
     float s[4][4] = {{0}}, m[4][4] = {{0}};
     const __m256i m15 = _mm256_set1_epi8(15);
     for (int b = 0; b < nb; b++) {
-        prefetch_rows(R, wr, (size_t)b * 144, pf);
-        prefetch_rows(R, wr, (size_t)b * 144 + 64, pf);
-        prefetch_rows(R, wr, (size_t)b * 144 + 128, pf);
+        prefetch_block(R, wr, (size_t)b * 144, 144, pf);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 144;
@@ -392,10 +416,7 @@ INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri
             }
         }
     }
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = s[i][j] - m[i][j];
+    tile_store(R, P, NULL, s, m, y, ldy, p0, ri);
 }
 
 /* Q6_K straight from its layout (blocks of few positions, decode): per 32-value chunk c the 6-bit levels from the
@@ -405,16 +426,10 @@ INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri
 INLINE void tile_q6k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                      float *y, int ldy, int p0, size_t pf) {
     __m256 acc[4][4];
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < P; j++) acc[i][j] = _mm256_setzero_ps();
+    tile_zero(R, P, acc);
     const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
     for (int b = 0; b < nb; b++) {
-        prefetch_rows(R, wr, (size_t)b * 210, pf);
-        prefetch_rows(R, wr, (size_t)b * 210 + 64, pf);
-        prefetch_rows(R, wr, (size_t)b * 210 + 128, pf);
-        prefetch_rows(R, wr, (size_t)b * 210 + 192, pf);
+        prefetch_block(R, wr, (size_t)b * 210, 210, pf);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 210;
@@ -457,10 +472,7 @@ INLINE void tile_q6k(int R, int P, const unsigned char *const *wr, const int *ri
             }
         }
     }
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = kern_hsum8(acc[i][j]);
+    tile_store(R, P, acc, NULL, NULL, y, ldy, p0, ri);
 }
 
 /* The int16 pair sums of a 32-value chunk times its two group scales (sc[2k] over the low 8 int16 lanes, sc[2k+1]
@@ -480,8 +492,7 @@ INLINE void tile_q2k(int R, int P, const unsigned char *const *wr, const int *ri
     const __m256i m3 = _mm256_set1_epi8(3);
     const __m128i m15 = _mm_set1_epi8(15);
     for (int b = 0; b < nb; b++) {
-        prefetch_rows(R, wr, (size_t)b * 84, pf);
-        prefetch_rows(R, wr, (size_t)b * 84 + 64, pf);
+        prefetch_block(R, wr, (size_t)b * 84, 84, pf);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 84;
@@ -518,10 +529,7 @@ INLINE void tile_q2k(int R, int P, const unsigned char *const *wr, const int *ri
             }
         }
     }
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = s[i][j] - m[i][j];
+    tile_store(R, P, NULL, s, m, y, ldy, p0, ri);
 }
 
 /* Q3_K straight from its layout: the 16 signed 6-bit scales by ggml's 32-bit mask steps, chunk c = 4h + j from bits
@@ -531,14 +539,10 @@ INLINE void tile_q2k(int R, int P, const unsigned char *const *wr, const int *ri
 INLINE void tile_q3k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                      float *y, int ldy, int p0, size_t pf) {
     __m256 facc[4][4];
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < P; j++) facc[i][j] = _mm256_setzero_ps();
+    tile_zero(R, P, facc);
     const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
     for (int b = 0; b < nb; b++) {
-        prefetch_rows(R, wr, (size_t)b * 110, pf);
-        prefetch_rows(R, wr, (size_t)b * 110 + 64, pf);
+        prefetch_block(R, wr, (size_t)b * 110, 110, pf);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 110;
@@ -581,10 +585,7 @@ INLINE void tile_q3k(int R, int P, const unsigned char *const *wr, const int *ri
                 facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(xp[j][b].d * dw), _mm256_cvtepi32_ps(lanes[j]), facc[i][j]);
         }
     }
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = kern_hsum8(facc[i][j]);
+    tile_store(R, P, facc, NULL, NULL, y, ldy, p0, ri);
 }
 
 /* Q5_K straight from its layout: Q4_K's scales and mins (q4k_scales), chunk 2j + e from nibble e of qs[32j + l] and
@@ -595,15 +596,10 @@ INLINE void tile_q5k(int R, int P, const unsigned char *const *wr, const int *ri
                      float *y, int ldy, int p0, size_t pf) {
     __m256 facc[4][4];
     float summs[4][4] = {{0}};
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < P; j++) facc[i][j] = _mm256_setzero_ps();
+    tile_zero(R, P, facc);
     const __m256i m15 = _mm256_set1_epi8(15), m16 = _mm256_set1_epi8(16);
     for (int b = 0; b < nb; b++) {
-        prefetch_rows(R, wr, (size_t)b * 176, pf);
-        prefetch_rows(R, wr, (size_t)b * 176 + 64, pf);
-        prefetch_rows(R, wr, (size_t)b * 176 + 128, pf);
+        prefetch_block(R, wr, (size_t)b * 176, 176, pf);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 176;
@@ -637,10 +633,7 @@ INLINE void tile_q5k(int R, int P, const unsigned char *const *wr, const int *ri
             }
         }
     }
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = kern_hsum8(facc[i][j]) + summs[i][j];
+    tile_store(R, P, facc, summs, NULL, y, ldy, p0, ri);
 }
 
 /* R rows x P positions over all super-blocks, straight from each type's layout: per (row, position) the scalar

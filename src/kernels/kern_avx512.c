@@ -51,13 +51,24 @@ INLINE void prefetch_next(const unsigned char *w, size_t rb, const unsigned char
 /* the 8 activations from x + c in both halves */
 INLINE __m512 bcast8(const float *x) { return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(x)))); }
 
-/* K pairs x P positions over the staged chunk (n8 steps of 8 columns): acc[i * PG_MAX + j] continued */
-INLINE void tile(int K, int P, const __m512 *sw, int n8, const float *const *xp, int c0, __m512 *acc, int first) {
-    __m512 r[KP][PT];
+/* A tile's K x P registers from the running sums acc[i * PG_MAX + j] (zero on the first chunk), and back. */
+INLINE void acc_load(int K, int P, __m512 r[KP][PT], const __m512 *acc, int first) {
 #pragma GCC unroll 4
     for (int i = 0; i < K; i++)
 #pragma GCC unroll 6
         for (int j = 0; j < P; j++) r[i][j] = first ? _mm512_setzero_ps() : acc[i * PG_MAX + j];
+}
+INLINE void acc_store(int K, int P, __m512 r[KP][PT], __m512 *acc) {
+#pragma GCC unroll 4
+    for (int i = 0; i < K; i++)
+#pragma GCC unroll 6
+        for (int j = 0; j < P; j++) acc[i * PG_MAX + j] = r[i][j];
+}
+
+/* K pairs x P positions over the staged chunk (n8 steps of 8 columns): acc[i * PG_MAX + j] continued */
+INLINE void tile(int K, int P, const __m512 *sw, int n8, const float *const *xp, int c0, __m512 *acc, int first) {
+    __m512 r[KP][PT];
+    acc_load(K, P, r, acc, first);
     for (int s = 0; s < n8; s++) {
         __m512 wv[KP];
 #pragma GCC unroll 4
@@ -69,10 +80,7 @@ INLINE void tile(int K, int P, const __m512 *sw, int n8, const float *const *xp,
             for (int i = 0; i < K; i++) r[i][j] = _mm512_fmadd_ps(wv[i], xv, r[i][j]);
         }
     }
-#pragma GCC unroll 4
-    for (int i = 0; i < K; i++)
-#pragma GCC unroll 6
-        for (int j = 0; j < P; j++) acc[i * PG_MAX + j] = r[i][j];
+    acc_store(K, P, r, acc);
 }
 
 /* fn(K, P, ...) with P (1..6, at most the tile limit of fn's caller) a compile-time constant */
@@ -122,10 +130,7 @@ INLINE void stage_q8(const unsigned char *a, const unsigned char *b, q8_stage *s
 /* K pairs x P positions over kn staged blocks (stage[i * QKB + k]), acc continued */
 INLINE void tile_q8(int K, int P, const q8_stage *stg, int kn, const act_q8 *const *xp, int k0, __m512 *acc, int first) {
     __m512 r[KP][PT];
-#pragma GCC unroll 4
-    for (int i = 0; i < K; i++)
-#pragma GCC unroll 6
-        for (int j = 0; j < P; j++) r[i][j] = first ? _mm512_setzero_ps() : acc[i * PG_MAX + j];
+    acc_load(K, P, r, acc, first);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     for (int k = 0; k < kn; k++) {
 #pragma GCC unroll 6
@@ -141,10 +146,7 @@ INLINE void tile_q8(int K, int P, const q8_stage *stg, int kn, const act_q8 *con
             }
         }
     }
-#pragma GCC unroll 4
-    for (int i = 0; i < K; i++)
-#pragma GCC unroll 6
-        for (int j = 0; j < P; j++) acc[i * PG_MAX + j] = r[i][j];
+    acc_store(K, P, r, acc);
 }
 
 enum { PT8 = 4 }; /* q8_0 tiles: up to 4 pairs x 4 positions */

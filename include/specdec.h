@@ -609,6 +609,9 @@ sd_status sd_spec_check_ctx(sd_ctx *target, const sd_spec_params *sp, sd_error *
 /* The most drafted tokens one round of sp can hold (its controller's longest draft, DEL's dmax, SpecBound's width,
  * the tree budget, SWIFT's max_draft): what a latency table for its SV choices or tree budget has to reach. */
 int sd_spec_max_drafts(const sd_spec_params *sp);
+/* Whether sp runs method m: m itself, or auto with m among its candidates (auto's pool from sp: its candidates,
+ * else every method, draft only with sp->draft_ctx; the target's layer count is not checked here). */
+bool sd_spec_uses(const sd_spec_params *sp, sd_spec_method m);
 
 /* auto: one candidate method's share of a generation. */
 enum { SD_AUTO_MAX_CANDS = 12 };

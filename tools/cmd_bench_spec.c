@@ -290,7 +290,7 @@ int cmd_bench_spec(int argc, char **argv) {
             if (ms[m].use_heads) ms[m].sp.exit_heads = heads;
     }
     for (int m = 1; m < n_m; m++) /* SWIFT (and auto's SWIFT): one optimiser state per method, for the whole run */
-        if (run_uses_swift(&ms[m].sp) && info.n_layer >= 3) {
+        if (sd_spec_uses(&ms[m].sp, SD_SPEC_SWIFT) && info.n_layer >= 3) {
             if (sd_swift_state_new(info.n_layer, &ms[m].sp, spp.seed, &ms[m].swift, &err) != SD_OK) {
                 fprintf(stderr, "error: %s\n", err.msg);
                 goto done;

@@ -227,7 +227,7 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
         }
         o->spec.exit_heads = env->heads;
     }
-    const bool swift = run_uses_swift(&o->spec);
+    const bool swift = sd_spec_uses(&o->spec, SD_SPEC_SWIFT);
     if (o->skip_set_path && !swift && !o->swift_any_method) {
         fprintf(stderr, "error: --skip-set needs --spec swift (or auto with swift among its candidates)\n");
         return false;
@@ -305,11 +305,6 @@ bool run_env_save_swift(const run_opts *o, const run_env *env) {
         return false;
     }
     return true;
-}
-
-bool run_uses_swift(const sd_spec_params *sp) {
-    const unsigned swift = 1u << SD_SPEC_SWIFT;
-    return sp->method == SD_SPEC_SWIFT || (sp->method == SD_SPEC_AUTO && (!sp->auto_candidates || (sp->auto_candidates & swift)));
 }
 
 void run_auto_add(sd_spec_stats *sum, const sd_spec_stats *st) {

@@ -72,7 +72,5 @@ void run_print_auto(FILE *f, const sd_spec_stats *st);
  * the matchness over time and, with a SWIFT acceptance head, how far its training set is from the set used. */
 void run_env_print_swift(FILE *f, const run_env *env, const sd_spec_stats *st);
 /* SWIFT's matchness over time: "0.812@1 0.875@4 ..." (the best matchness after each improvement @ its step), or "-". */
-/* The method needs a SWIFT optimiser state: swift, or auto with swift among its candidates. */
-bool run_uses_swift(const sd_spec_params *sp);
 void swift_print_history(FILE *f, const sd_swift_state *st);
 #endif

@@ -107,8 +107,7 @@ static void matmul_multi(sd_ctx *c, const float *x, int ldx, int n, int count, c
     if (need[WT_ACT_Q8_0] || need[WT_ACT_Q8_K]) {
         quant_job q = {c->ops, x, ldx, cols, n, need[WT_ACT_Q8_0] ? c->xq : NULL, need[WT_ACT_Q8_K] ? c->xk : NULL};
         double qwork = (double)n * cols * QUANT_WORK_PER_VALUE * (need[WT_ACT_Q8_0] + need[WT_ACT_Q8_K]);
-        if (n >= 2) run_par(c, quant_worker, &q, qwork);
-        else quant_worker(&q, 0, 1);
+        run_par(c, quant_worker, &q, qwork);
     }
     double work = 0;
     for (int i = 0; i < count; i++) {

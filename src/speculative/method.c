@@ -24,11 +24,10 @@ int method_max_drafts(const sd_spec_params *sp) {
 }
 
 int sd_spec_max_drafts(const sd_spec_params *sp) { return sp ? method_max_drafts(sp) : 0; }
-sd_ctx *method_draft_ctx(const sd_spec_params *sp) {
-    const bool uses = sp->method == SD_SPEC_DRAFT ||
-                      (sp->method == SD_SPEC_AUTO && (registry_auto_pool(NULL, NULL, sp) & SD_MASK(SD_SPEC_DRAFT)));
-    return uses ? sp->draft_ctx : NULL;
+bool sd_spec_uses(const sd_spec_params *sp, sd_spec_method m) {
+    return sp->method == m || (sp->method == SD_SPEC_AUTO && (registry_auto_pool(NULL, NULL, sp) & SD_MASK(m)));
 }
+sd_ctx *method_draft_ctx(const sd_spec_params *sp) { return sd_spec_uses(sp, SD_SPEC_DRAFT) ? sp->draft_ctx : NULL; }
 
 int method_ctx_room(const sd_spec_params *sp, int target_n_ctx) {
     return method_draft_ctx(sp) ? sd_ctx_n_ctx(sp->draft_ctx) : target_n_ctx;

@@ -102,6 +102,11 @@ static int fam_of(const auto_drafter *a, fam_kind k) {
     return -1;
 }
 
+/* the sub-drafter that runs a family's rounds (NULL: the lookup and plain steps, run here) */
+static drafter *fam_drafter(const auto_drafter *a, fam_kind k) {
+    return k == FAM_DRAFT ? a->model : k == FAM_EXIT ? a->exit : k == FAM_SWIFT ? a->swift : NULL;
+}
+
 /* ------------------------------------------------------------------ predictions and observations */
 static void pred_set(fam *f, int pos, int32_t x) {
     f->pred[pos % RING] = x;
@@ -293,7 +298,7 @@ static int ad_start(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tr
     case FAM_DRAFT: return a->model->draft_start(a->model, hist, n, max, a->keep, t, r, k, err);
     case FAM_EXIT:
     case FAM_SWIFT: {
-        drafter *sub = f->kind == FAM_EXIT ? a->exit : a->swift;
+        drafter *sub = fam_drafter(a, f->kind);
         if (f->kind == FAM_EXIT) drafter_exit_set_depth(a->exit, f->E);
         int kk = sub->draft(sub, hist, n, max, a->keep, t, err);
         if (kk < 0) return -1;
@@ -393,8 +398,7 @@ static void learn_costs(auto_drafter *a) {
 static void ad_on_verified(drafter *d, const int32_t *hist, int n, int acc) {
     auto_drafter *a = (auto_drafter *)d;
     fam *cf = &a->fams[a->cur];
-    drafter *sub = cf->kind == FAM_DRAFT ? a->model : cf->kind == FAM_EXIT ? a->exit : cf->kind == FAM_SWIFT ? a->swift
-                                                                                                      : NULL;
+    drafter *sub = fam_drafter(a, cf->kind);
     const double t_sub = now_s(), sub_aux0 = sub ? sub->t_aux : 0;
     if (sub && sub->on_verified) sub->on_verified(sub, hist, n, acc); /* SWIFT: an optimisation step */
     if (sub) a->base.t_aux += sub->t_aux - sub_aux0;
@@ -594,8 +598,8 @@ drafter *drafter_auto_new(sd_ctx *target, int seq, const sd_sampler *smp, const 
         if (!(a->exit = drafter_exit_new(target, seq, E0 > 0 ? E0 : 1, sp->exit_heads, smp, gmax, NULL, 0, err))) goto fail;
     }
     if ((pool & SD_MASK(SD_SPEC_SWIFT)) && a->L >= 3) {
-        sd_spec_params sw = cp; /* chains of the round's gamma; the skip ratio, window, optimiser and state: sp's */
-        if (!(a->swift = drafter_swift_new(target, seq, smp, &sw, err))) goto fail;
+        /* chains of the round's gamma; the skip ratio, window, optimiser and state: sp's */
+        if (!(a->swift = drafter_swift_new(target, seq, smp, &cp, err))) goto fail;
         const double share = 1.0 - (double)drafter_swift_skipped(a->swift) / (2.0 * a->L);
         if (!add_fam(a, FAM_SWIFT, 0, "swift", share * T0, 0, 1, a->G)) goto nomem;
     }

@@ -116,17 +116,17 @@ static void chooser(void) {
     for (int g = 1; g <= 16; g++) ac_sim_init(&(fam).sim[g], g, 100, a, 0)
     PLANT(f[1], 0.9);
     PLANT(f[2], 0.95);
-    ac_pick p = ac_choose(f, 3, Tf, 16, 0, -1, 0.05);
+    ac_pick p = ac_choose(f, 3, Tf, 16, 0, -1, -1, 0.05);
     int g_lookup = p.g;
     CHECK(p.fam == 1 && p.why == AC_BEST && p.g >= 8, "flat T: the free lookup with a long gamma (got family %d, g %d)",
           p.fam, p.g);
     double a = 0, q = 1; /* the pick's rate by hand */
     for (int j = 1; j <= p.g; j++) q *= 0.9, a += q;
     CHECK(fabs(p.rate - (a + 1) / (0.001 * (p.g + 1) + 1 + 0.02 * p.g)) < 1e-9, "rate formula (%g)", p.rate);
-    p = ac_choose(f, 3, Ts, 16, 0, 1, 0.05); /* a steep T shortens gamma */
+    p = ac_choose(f, 3, Ts, 16, 0, 1, g_lookup, 0.05); /* a steep T shortens gamma */
     CHECK(p.fam == 1 && p.g >= 1 && p.g < g_lookup, "steep T: a shorter gamma (%d vs %d)", p.g, g_lookup);
     f[1].c = 0.5, f[2].c = 0.001; /* a cost change flips it */
-    p = ac_choose(f, 3, Tf, 16, 0, -1, 0.05);
+    p = ac_choose(f, 3, Tf, 16, 0, -1, -1, 0.05);
     CHECK(p.fam == 2 && p.why == AC_BEST, "cost change: the drafter (got %d)", p.fam);
     /* an overhead every candidate pays favours longer rounds */
     int g_o0, g_o1;
@@ -139,32 +139,45 @@ static void chooser(void) {
     int g1, g2;
     double r1 = ac_best_g(&f[1], Tf, 16, 0, &g1), r2 = ac_best_g(&f[2], Tf, 16, 0, &g2);
     CHECK(r2 > r1 && r2 < r1 * 1.05, "the planted margin (%g vs %g)", r2, r1);
-    p = ac_choose(f, 3, Tf, 16, 0, 1, 0.05);
+    p = ac_choose(f, 3, Tf, 16, 0, 1, g1, 0.05);
     CHECK(p.fam == 1 && p.why == AC_HELD && p.g == g1, "hysteresis holds the running family (got %d, why %d)", p.fam,
           p.why);
-    p = ac_choose(f, 3, Tf, 16, 0, 1, 0.0);
+    p = ac_choose(f, 3, Tf, 16, 0, 1, g1, 0.0);
     CHECK(p.fam == 2 && p.why == AC_BEST, "no hysteresis: the better one (got %d)", p.fam);
     PLANT(f[2], 0.97);
-    p = ac_choose(f, 3, Tf, 16, 0, 1, 0.05);
+    p = ac_choose(f, 3, Tf, 16, 0, 1, g1, 0.05);
     CHECK(p.fam == 2 && p.why == AC_BEST, "a clearly better family takes over (got %d)", p.fam);
     /* nothing accepted: plain decoding; a family that is off is never chosen */
     PLANT(f[1], 0);
     PLANT(f[2], 0);
-    p = ac_choose(f, 3, Tf, 16, 0, -1, 0.05);
+    p = ac_choose(f, 3, Tf, 16, 0, -1, -1, 0.05);
     CHECK(p.fam == 0 && p.g == 0, "no acceptance: plain decoding (got %d, g %d)", p.fam, p.g);
-    p = ac_choose(f, 3, Tf, 16, 0, 2, 0.05); /* within the hysteresis of plain decoding: held */
+    p = ac_choose(f, 3, Tf, 16, 0, 2, 1, 0.05); /* within the hysteresis of plain decoding: held */
     CHECK(p.fam == 2 && p.why == AC_HELD, "no acceptance, running family held (got %d)", p.fam);
     PLANT(f[2], 0.9);
     f[2].off = true;
-    p = ac_choose(f, 3, Tf, 16, 0, 0, 0.05);
+    p = ac_choose(f, 3, Tf, 16, 0, 0, 0, 0.05);
     CHECK(p.fam == 0, "a family that is off is not chosen (got %d)", p.fam);
     /* early exit's cost model: per-token cost c, one more step per round, verification share v */
     ac_family e = {.c = 0.25, .x = 1, .v = 0.75, .gmax = 4};
     ac_sim_init(&e.sim[2], 2, 1, 1.0, 0);
     r = ac_rate(&e, 2, Tf, 16, 0, &acc, NULL);
     CHECK(fabs(acc - 2) < 1e-12 && fabs(r - 3 / (0.25 * 3 + 0.75 * Tf[2])) < 1e-12, "early exit cost (%g)", r);
+    /* gamma's hysteresis: the running gamma stays while another beats it by less than the fraction */
+    f[2].off = false;
+    PLANT(f[1], 0.9);
+    int gb;
+    const double rb = ac_best_g(&f[1], Ts, 16, 0, &gb);
+    const int gn = gb + 1;
+    const double rn = ac_rate(&f[1], gn, Ts, 16, 0, NULL, NULL);
+    CHECK(rn < rb, "the planted gammas (%g < %g)", rn, rb);
+    p = ac_choose(f, 2, Ts, 16, 0, 1, gn, rb / rn - 1 + 0.01);
+    CHECK(p.fam == 1 && p.g == gn && p.why == AC_HELD, "a gamma within the hysteresis is held (got g %d)", p.g);
+    p = ac_choose(f, 2, Ts, 16, 0, 1, gn, rb / rn - 1 - 0.01);
+    CHECK(p.fam == 1 && p.g == gb && p.why == AC_BEST, "a clearly better gamma takes over (got g %d)", p.g);
 #undef PLANT
-    printf("  chooser: replayed rounds, rates, gamma by T, cost flip, overhead, hysteresis, plain fallback\n");
+    printf("  chooser: replayed rounds, rates, gamma by T, cost flip, overhead, hysteresis of family and gamma, plain "
+           "fallback\n");
 }
 
 /* ------------------------------------------------------------------ 2. greedy + caches */

@@ -92,16 +92,19 @@ double ac_best_g(const ac_family *f, const double *t, int n_t, double o, int *g)
     return best;
 }
 
-ac_pick ac_choose(const ac_family *fam, int n, const double *t, int n_t, double o, int cur, double hyst) {
+ac_pick ac_choose(const ac_family *fam, int n, const double *t, int n_t, double o, int cur, int cur_g, double hyst) {
     ac_pick best = {-1, 0, -1, AC_BEST}, own = {-1, 0, -1, AC_BEST};
     for (int i = 0; i < n; i++) {
         if (fam[i].off) continue;
         int g;
         double r = ac_best_g(&fam[i], t, n_t, o, &g);
         if (r > best.rate) best = (ac_pick){i, g, r, AC_BEST};
-        if (i == cur) own = (ac_pick){i, g, r, AC_BEST};
+        if (i == cur) { /* the running (family, gamma) */
+            const int cg = cur_g < 0 ? 0 : cur_g > fam[i].gmax ? fam[i].gmax : cur_g;
+            own = (ac_pick){i, cg, ac_rate(&fam[i], cg, t, n_t, o, NULL, NULL), AC_BEST};
+        }
     }
-    if (own.fam >= 0 && best.fam != own.fam && !(best.rate > own.rate * (1 + hyst))) {
+    if (own.fam >= 0 && (best.fam != own.fam || best.g != own.g) && !(best.rate > own.rate * (1 + hyst))) {
         own.why = AC_HELD;
         return own;
     }

@@ -234,7 +234,7 @@ static void choose(auto_drafter *a, int n) {
         if (f >= 0) ac_best_g(&a->af[f], a->T, a->G, a->overhead, &pk.g);
         pk.why = AC_PROBE;
     } else {
-        pk = ac_choose(a->af, a->n_fam, a->T, a->G, a->overhead, a->cur, a->hyst);
+        pk = ac_choose(a->af, a->n_fam, a->T, a->G, a->overhead, a->cur, a->cur_g, a->hyst);
     }
     if (pk.fam < 0) /* every candidate is off (a failed catch-up): plain steps on whichever family is current */
         pk = (ac_pick){fam_of(a, FAM_NONE) >= 0 ? fam_of(a, FAM_NONE) : a->cur >= 0 ? a->cur : 0, 0, 0, AC_BEST};
@@ -272,6 +272,7 @@ static sd_status ad_begin(drafter *d, const int32_t *hist, int n, sd_error *err)
     lookups(a, (int32_t *)hist, p0, n - 1);
     replay(a, hist, n);
     swift_estimate(a);
+    a->cur = -1; /* nothing runs yet: no hysteresis for the first choice */
     choose(a, n);
     return SD_OK;
 }

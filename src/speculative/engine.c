@@ -46,8 +46,8 @@ sd_spec_params sd_spec_default_params(void) {
     /* SpecDec++ */
     p.stop_threshold = 0.3f;
     /* auto */
-    p.auto_hysteresis = 0.05f;
-    p.auto_decay = 0.9f;
+    p.auto_hysteresis = 0.1f;
+    p.auto_decay = 0.97f;
     return p;
 }
 

@@ -540,11 +540,14 @@ typedef struct sd_spec_params {
                                  one available (draft when draft_ctx is set) */
     int auto_exits[8];        /* candidate exit depths, the first auto_n_exits (0: L/4, 3L/8 and L/2) */
     int auto_n_exits;
-    float auto_hysteresis;    /* another method takes over only when its expected tokens/s beat the current one's by
-                                 this fraction (0.05) */
-    float auto_decay;         /* weight of the old acceptance statistics per new observation (0.9) */
+    float auto_hysteresis;    /* another method, or another gamma, takes over only when its expected tokens/s beat the
+                                 running one's by this fraction (0.1) */
+    float auto_decay;         /* weight of the old acceptance statistics per new observation (0.97) */
     int auto_probe;           /* every N-th round runs the method run least recently, whatever the estimates (0:
                                  never; 1: a different method every round) (0) */
+    struct sd_auto_state *auto_state; /* the estimates carried from one generation to the next (borrowed; shared
+                                         across sessions and prompts, one session at a time); NULL: each generation
+                                         starts from the prior */
 } sd_spec_params;
 
 sd_spec_params sd_spec_default_params(void);
@@ -675,6 +678,15 @@ int sd_swift_state_best(const sd_swift_state *st, uint8_t *mask, float *matchnes
 int sd_swift_state_history(const sd_swift_state *st, int *steps, float *scores, int cap);
 /* "a3 m3 a5 ..." (a = attention, m = MLP, layer index) of the best set, into buf. */
 void sd_swift_state_describe(const sd_swift_state *st, char *buf, size_t cap);
+
+/* auto's estimates across generations (sd_spec_params.auto_state), as a server keeps them across requests: when a
+ * generation ends, each candidate's replayed rounds (decayed acceptance sums per gamma) and its measured costs; the
+ * next generation starts from them, worth at most SD_AUTO_CARRY_ROUNDS rounds, instead of the prior (a request's
+ * first rounds otherwise choose from one round of guessed acceptance and a guessed drafting cost). */
+enum { SD_AUTO_CARRY_ROUNDS = 8 };
+typedef struct sd_auto_state sd_auto_state;
+sd_status sd_auto_state_new(sd_auto_state **out, sd_error *err);
+void sd_auto_state_free(sd_auto_state *st);
 
 sd_status sd_spec_generate(sd_ctx *target, sd_sampler *smp, const sd_spec_params *sp, const int32_t *prompt,
                            int n_prompt, int n_predict, bool ignore_eos, int32_t *out, int *n_out, sd_token_cb cb,

@@ -3,7 +3,8 @@
  *     change that flips the choice, hysteresis that holds the running family and lets a clearly better one in,
  *     plain decoding when nothing is accepted;
  *  2. greedy: auto's output equals plain greedy on every model of the test set, with and without a draft model,
- *     choosing freely and switching method every round (probe = 1); after every round the target's cache and the
+ *     choosing freely, switching method every round (probe = 1), and starting from the estimates earlier
+ *     generations left (sd_auto_state); after every round the target's cache and the
  *     draft model's equal a plain run's over the same tokens (bit for bit);
  *  3. a batch of auto sessions in the scheduler gives every session its plain greedy output;
  *  4. sampling: the first sampled token follows the target's distribution (chi-square) with each drafting family
@@ -176,8 +177,22 @@ static void chooser(void) {
     p = ac_choose(f, 2, Ts, 16, 0, 1, gn, rb / rn - 1 - 0.01);
     CHECK(p.fam == 1 && p.g == gb && p.why == AC_BEST, "a clearly better gamma takes over (got g %d)", p.g);
 #undef PLANT
+    /* another generation's estimates: scaled to at most 8 rounds, the same acceptance per round, from start */
+    static ac_family src, dst;
+    src = (ac_family){.v = 1, .gmax = 4};
+    dst = (ac_family){.v = 1, .gmax = 3};
+    ac_sim_init(&src.sim[2], 2, 20, 0.8, 0);
+    ac_sim_init(&src.sim[3], 3, 5, 0.6, 40);
+    ac_sim_init(&src.sim[4], 4, 30, 0.9, 0);
+    for (int g = 1; g <= 3; g++) ac_sim_init(&dst.sim[g], g, 1, 0.5, 7);
+    ac_carry(&dst, &src, 12, 8);
+    CHECK(dst.sim[2].R == 8 && fabs(dst.sim[2].A / dst.sim[2].R - src.sim[2].A / src.sim[2].R) < 1e-12 &&
+              dst.sim[2].H[2] == 8 && dst.sim[2].next == 12,
+          "carried: 20 rounds scaled to 8 (R %g, next %d)", dst.sim[2].R, dst.sim[2].next);
+    CHECK(dst.sim[3].R == 5 && dst.sim[3].A == src.sim[3].A && dst.sim[3].next == 12, "carried: 5 rounds as they are");
+    CHECK(dst.sim[1].R == 1 && dst.sim[1].next == 7, "no rounds of g = 1 to carry: the prior stays");
     printf("  chooser: replayed rounds, rates, gamma by T, cost flip, overhead, hysteresis of family and gamma, plain "
-           "fallback\n");
+           "fallback, estimates carried\n");
 }
 
 /* ------------------------------------------------------------------ 2. greedy + caches */
@@ -223,6 +238,8 @@ static void greedy_case(const model_case *mc, int n_predict) {
     sd_sampler *smp;
     sd_sampler_new(&spp, ti.n_vocab, &smp, NULL);
     int runs = 0, bad = 0, rounds = 0, cache_bad = 0, switches = 0, fams_used = 0, swift_rounds = 0, opt_steps = 0;
+    sd_auto_state *carried = NULL;
+    CHECK(sd_auto_state_new(&carried, NULL) == SD_OK, "an auto state");
     for (int t = 0; t < 3; t++) {
         int32_t prompt[128];
         int np = 0;
@@ -241,9 +258,11 @@ static void greedy_case(const model_case *mc, int n_predict) {
         memcpy(seq + np, plain, (size_t)n_plain * sizeof *seq);
         tl_plain_cache(cref, seq, np + n_plain - 1);
         if (cdref) tl_plain_cache(cdref, seq, np + n_plain - 1);
-        for (int v = 0; v < 3; v++) { /* free choice; a new method every round; gamma up to 4 with exits 1..L-1 */
+        for (int v = 0; v < 4; v++) { /* free choice; a new method every round; gamma up to 4 with exits 1..L-1;
+                                        * free choice from the estimates of the case's earlier generations */
             sd_spec_params sp = sd_spec_default_params();
             sp.method = SD_SPEC_AUTO;
+            sp.auto_state = v == 3 ? carried : NULL;
             sp.draft_ctx = cd;
             sp.auto_probe = v == 1 ? 1 : 0;
             sp.swift_window = 4; /* SWIFT's optimiser scores sets (on the cache's scratch extension) between rounds */
@@ -299,6 +318,7 @@ static void greedy_case(const model_case *mc, int n_predict) {
            "%d candidates used; swift %d rounds, %d optimiser steps\n",
            mc->target + 7, dm ? mc->draft + 7 : "(no draft)", runs, bad, rounds, cache_bad, switches, fams_used,
            swift_rounds, opt_steps);
+    sd_auto_state_free(carried);
     sd_sampler_free(smp);
     sd_model_free(tm);
     sd_model_free(dm);

@@ -24,6 +24,7 @@ typedef struct method {
     bool plain, use_heads;
     sd_spec_params sp;
     sd_swift_state *swift; /* SWIFT: its optimiser state, kept across the questions (as a server keeps it) */
+    sd_auto_state *autos;  /* auto: its estimates, kept across the questions (likewise) */
 } method;
 
 typedef struct acc {
@@ -296,6 +297,14 @@ int cmd_bench_spec(int argc, char **argv) {
                 goto done;
             }
             ms[m].sp.swift_state = ms[m].swift;
+        }
+    for (int m = 1; m < n_m; m++) /* auto: one state of estimates per method, for the whole run */
+        if (ms[m].sp.method == SD_SPEC_AUTO) {
+            if (sd_auto_state_new(&ms[m].autos, &err) != SD_OK) {
+                fprintf(stderr, "error: %s\n", err.msg);
+                goto done;
+            }
+            ms[m].sp.auto_state = ms[m].autos;
         }
     for (int i = 0; i < n_accept; i++) /* SpecDec++: each specdecpp method takes the first head for its drafter */
         if (sd_accept_head_load(accept_paths[i], &accept[i], &err) != SD_OK) {
@@ -584,7 +593,7 @@ int cmd_bench_spec(int argc, char **argv) {
     if (plot && n_m > 1 && !write_svg(plot, (const char(*)[64])cats, n_cats, ms, n_m, SP)) goto done;
     rc = mismatched ? 3 : 0;
 done:
-    for (int m = 0; m < n_m; m++) sd_swift_state_free(ms[m].swift);
+    for (int m = 0; m < n_m; m++) sd_swift_state_free(ms[m].swift), sd_auto_state_free(ms[m].autos);
     sv_env_free(&sv);
     free(qcat);
     sd_exit_heads_free(heads);

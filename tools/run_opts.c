@@ -244,6 +244,13 @@ bool run_env_open(run_opts *o, int n_seq, run_env *env) {
         if (f) fprintf(stderr, "SWIFT: optimiser state from %s\n", o->skip_set_path);
         o->spec.swift_state = env->swift;
     }
+    if (o->spec.method == SD_SPEC_AUTO || o->auto_any_method) { /* auto: its estimates from prompt to prompt */
+        if (sd_auto_state_new(&env->autos, &err) != SD_OK) {
+            fprintf(stderr, "error: %s\n", err.msg);
+            return false;
+        }
+        o->spec.auto_state = env->autos;
+    }
     for (int i = 0; i < o->n_accept; i++) { /* SpecDec++ */
         if (sd_accept_head_load(o->accept_paths[i], &env->accept[i], &err) != SD_OK) {
             fprintf(stderr, "error: --accept-head: %s\n", err.msg);
@@ -287,6 +294,7 @@ void run_env_free(run_env *env) {
     sd_ctx_free(env->ctx);
     sd_exit_heads_free(env->heads);
     sd_swift_state_free(env->swift);
+    sd_auto_state_free(env->autos);
     for (int i = 0; i < env->n_accept; i++) sd_accept_head_free(env->accept[i]);
     sd_model_free(env->dmodel);
     sd_model_free(env->model);

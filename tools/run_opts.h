@@ -26,6 +26,7 @@ typedef struct run_opts {
     /* SWIFT */
     const char *skip_set_path; /* --skip-set FILE: the optimiser state, read when the file exists, written at the end */
     bool swift_any_method;     /* make a SWIFT state whatever the default method is (the server's requests choose) */
+    bool auto_any_method;      /* make an auto state whatever the default method is (likewise) */
     /* SV: --companion, --sv-profile, --sv-latency */
     const char *companion_path, *sv_profile_path, *sv_latency_path;
 } run_opts;
@@ -36,6 +37,7 @@ typedef struct run_env {
     sd_exit_heads *heads;
     sd_model_info info;
     sd_swift_state *swift; /* SWIFT's optimiser state (--spec swift), or NULL */
+    sd_auto_state *autos;  /* auto's estimates across generations (--spec auto), or NULL */
     sd_accept_head *accept[RUN_MAX_HEADS]; /* SpecDec++: the --accept-head files */
     int n_accept;
     sv_env sv; /* SV's companion, profile and latency table */

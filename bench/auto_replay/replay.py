@@ -8,7 +8,8 @@ accepts the run of matches from p (at most g) and costs T(g) + g * draft + overh
 the target's token. The auto rule is draft_auto.c's for this one family: every gamma replays its own rounds over
 the text so far (a prior of one round at per-token acceptance 0.5, the prompt's last 32 positions at weight 0.03,
 decayed sums per round), the highest (accepted + 1) / cost wins, and a different gamma takes over only when it
-beats the running one by the hysteresis fraction (the first round chooses freely).
+beats the running one by the hysteresis fraction (the first round chooses freely); "carried": each answer starts
+from the previous answer's sums (in file order), scaled down to at most 8 rounds, as sd_auto_state does.
 
     python3 -c 'import json, sys; [print(q["category"], q["turns"][0].replace("\\n", "\\\\n"), sep="\\t")
         for q in map(json.loads, sys.stdin)]' < ../mixed.jsonl > prompts.tsv
@@ -86,12 +87,15 @@ def generate(q, n_tokens, T, draft, over, choose, fixed_g):
         secs += T[g] + g * draft + over
         p, made = p + L + 1, made + L + 1
         gammas.append(g)
+    if choose:
+        choose.end(state)
     return secs, made, gammas
 
 
 class Auto:
-    def __init__(self, T, draft, over, gmax, decay, hyst):
+    def __init__(self, T, draft, over, gmax, decay, hyst, carry=0):
         self.T, self.draft, self.over, self.gmax, self.decay, self.hyst = T, draft, over, gmax, decay, hyst
+        self.carry, self.saved = carry, {}  # carry > 0: answers start from the last one's sums, at most carry rounds
 
     def start(self, q):
         cat, n_prompt, n, m = q
@@ -99,7 +103,15 @@ class Auto:
         for_g = {g: Replay(p0) for g in range(1, self.gmax + 1)}
         for g, r in for_g.items():  # the prior: one round of a chain at per-token acceptance 0.5
             r.A = sum(0.5**j for j in range(1, g + 1))
+            if g in self.saved:  # or the previous answer's sums, scaled down to at most carry rounds
+                R, A = self.saved[g]
+                k = min(1.0, self.carry / R)
+                r.R, r.A = k * R, k * A
         return {"q": q, "rep": for_g, "cur": None}
+
+    def end(self, st):
+        if self.carry > 0:
+            self.saved = {g: (r.R, r.A) for g, r in st["rep"].items()}
 
     def rate(self, st, g):
         if g == 0:
@@ -136,7 +148,8 @@ def main():
     rules = [(f"fixed gamma={g}", None, g) for g in range(1, 9)]
     rules += [("auto: gamma free, decay 0.9", Auto(T, draft, over, gmax, 0.9, 0.0), 0),
               ("auto: held by 10%, decay 0.9", Auto(T, draft, over, gmax, 0.9, 0.1), 0),
-              ("auto: held by 10%, decay 0.97", Auto(T, draft, over, gmax, 0.97, 0.1), 0)]
+              ("auto: held by 10%, decay 0.97", Auto(T, draft, over, gmax, 0.97, 0.1), 0),
+              ("auto: held by 10%, decay 0.97, carried (8 rounds)", Auto(T, draft, over, gmax, 0.97, 0.1, 8), 0)]
     print("| rule | " + " | ".join(cats) + " | overall |")
     print("|---" * (len(cats) + 2) + "|")
     for name, rule, g in rules:

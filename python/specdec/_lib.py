@@ -65,7 +65,8 @@ class SpecParams(ctypes.Structure):
                 ("sv_latency", c_void_p), ("sv_record_cb", c_void_p), ("sv_record_user", c_void_p),
                 # auto
                 ("auto_candidates", ctypes.c_uint), ("auto_exits", c_int * 8), ("auto_n_exits", c_int),
-                ("auto_hysteresis", c_float), ("auto_decay", c_float), ("auto_probe", c_int)]
+                ("auto_hysteresis", c_float), ("auto_decay", c_float), ("auto_probe", c_int),
+                ("auto_state", c_void_p)]
 
 
 class SessionParams(ctypes.Structure):

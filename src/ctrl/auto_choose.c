@@ -44,6 +44,18 @@ void ac_replay(ac_family *f, ac_outcome out, void *user, double decay, int p_ful
     }
 }
 
+void ac_carry(ac_family *dst, const ac_family *src, int start, double max_rounds) {
+    for (int g = 1; g <= dst->gmax && g <= src->gmax && g <= AC_GMAX; g++) {
+        ac_sim s = src->sim[g];
+        if (!(s.R > 0)) continue;
+        const double k = s.R > max_rounds ? max_rounds / s.R : 1.0;
+        s.R *= k, s.A *= k, s.D *= k, s.Rd *= k;
+        for (int d = 0; d <= AC_GMAX; d++) s.H[d] *= k;
+        s.next = start;
+        dst->sim[g] = s;
+    }
+}
+
 double ac_verify_time(const double *t, int n_t, double n) {
     if (n_t <= 0) return t[0] * (1 + n);
     if (n <= 0) return t[0];

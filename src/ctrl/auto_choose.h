@@ -59,6 +59,10 @@ typedef int (*ac_outcome)(void *user, int p, int g, int *L, int *d);
  * (the prompt, which need not look like the answer), the others 1. */
 void ac_replay(ac_family *f, ac_outcome out, void *user, double decay, int p_full, double w_before);
 
+/* dst's replays start from src's (another generation's): each gamma of both (src's with rounds) takes src's sums,
+ * scaled down to at most max_rounds rounds, its first round at start. */
+void ac_carry(ac_family *dst, const ac_family *src, int start, double max_rounds);
+
 /* T(n) from a table t[0..n_t] (seconds of a verification of n drafts), linear between entries and past the end. */
 double ac_verify_time(const double *t, int n_t, double n);
 /* Expected tokens/s of family f drafting with gamma g (g = 0: a plain step), o the per-round overhead; acc: the

@@ -83,7 +83,28 @@ typedef struct auto_drafter {
     int32_t *scratch_tok, *scratch_par; /* [G] */
     double draft_s, verify_s;   /* the round's measured times (timed) */
     bool timed;
+    sd_auto_state *state;       /* carried across generations (borrowed; NULL: none) */
+    bool begun;                 /* a generation started: its estimates go to state when it ends */
 } auto_drafter;
+
+/* What a generation leaves for the next (sd_auto_state): per family (kind and depth), its replays and its costs. */
+struct sd_auto_state {
+    int n;
+    struct {
+        fam_kind kind;
+        int E;
+        ac_family af;      /* the replays' sums, c, x, v (next positions and off not used) */
+        bool costs;        /* c and v were measured against a measured T */
+    } fam[MAX_FAM];
+};
+
+sd_status sd_auto_state_new(sd_auto_state **out, sd_error *err) {
+    *out = calloc(1, sizeof **out);
+    if (!*out) return err_set(err, SD_ERR_NOMEM, "out of memory creating an auto state");
+    return SD_OK;
+}
+
+void sd_auto_state_free(sd_auto_state *st) { free(st); }
 
 typedef struct auto_ctrl {
     ctrl base;
@@ -244,9 +265,49 @@ static void choose(auto_drafter *a, int n) {
     ac_rate(&a->af[pk.fam], pk.g, a->T, a->G, a->overhead, &a->est_acc, &a->est_s);
 }
 
+/* ------------------------------------------------------------------ across generations */
+/* The state's entry of a family (kind and depth), -1 none. */
+static int state_entry(const sd_auto_state *st, const fam *fm) {
+    for (int i = 0; i < st->n; i++)
+        if (st->fam[i].kind == fm->kind && st->fam[i].E == fm->E) return i;
+    return -1;
+}
+
+/* The generation's estimates into the state: each replayed family's sums and costs (SWIFT's estimate is its
+ * optimiser state's, kept by sd_spec_params.swift_state). */
+static void carry_out(const auto_drafter *a) {
+    sd_auto_state *st = a->state;
+    for (int f = 0; f < a->n_fam; f++) {
+        const fam *fm = &a->fams[f];
+        if (fm->kind == FAM_NONE || fm->kind == FAM_SWIFT) continue;
+        int i = state_entry(st, fm);
+        if (i < 0) {
+            if (st->n == MAX_FAM) continue;
+            i = st->n++;
+        }
+        st->fam[i].kind = fm->kind;
+        st->fam[i].E = fm->E;
+        st->fam[i].af = a->af[f];
+        st->fam[i].costs = a->t_measured;
+    }
+}
+
+/* Family f starts from the state's estimates instead of the prior: each gamma's sums scaled to at most
+ * SD_AUTO_CARRY_ROUNDS rounds (its first round at start); the drafting costs too when both were measured against
+ * a measured T (without a latency table the first live pass rescales the guessed costs). */
+static void carry_in(auto_drafter *a, int f, int start) {
+    const int i = a->state ? state_entry(a->state, &a->fams[f]) : -1;
+    if (i < 0) return;
+    const ac_family *src = &a->state->fam[i].af;
+    ac_carry(&a->af[f], src, start, SD_AUTO_CARRY_ROUNDS);
+    if (a->state->fam[i].costs && a->t_measured) a->af[f].c = src->c, a->af[f].v = src->v;
+}
+
 /* ------------------------------------------------------------------ the drafter */
 static sd_status ad_begin(drafter *d, const int32_t *hist, int n, sd_error *err) {
     auto_drafter *a = (auto_drafter *)d;
+    if (a->begun && a->state) carry_out(a); /* the previous generation's */
+    a->begun = true;
     if (a->model) {
         double t0 = now_s();
         sd_status st = a->model->begin(a->model, hist, n, err); /* the prompt, with its predictions */
@@ -266,8 +327,10 @@ static sd_status ad_begin(drafter *d, const int32_t *hist, int n, sd_error *err)
         fam *fm = &a->fams[f];
         if (fm->kind == FAM_EXIT) fm->frontier = n - 1;
         if (fm->kind == FAM_SWIFT) continue; /* swift_estimate */
+        const int start = fm->kind == FAM_EXIT ? n - 1 : p0;
         for (int g = 1; g <= a->af[f].gmax; g++)
-            ac_sim_init(&a->af[f].sim[g], g, PRIOR_W, fm->kind == FAM_NGRAM ? 0.3 : 0.5, fm->kind == FAM_EXIT ? n - 1 : p0);
+            ac_sim_init(&a->af[f].sim[g], g, PRIOR_W, fm->kind == FAM_NGRAM ? 0.3 : 0.5, start);
+        carry_in(a, f, start);
     }
     lookups(a, (int32_t *)hist, p0, n - 1);
     replay(a, hist, n);
@@ -453,6 +516,7 @@ static void ad_on_verified(drafter *d, const int32_t *hist, int n, int acc) {
 
 static void ad_free(drafter *d) {
     auto_drafter *a = (auto_drafter *)d;
+    if (a->begun && a->state) carry_out(a);
     if (a->ngram) a->ngram->free(a->ngram);
     if (a->model) a->model->free(a->model);
     if (a->exit) a->exit->free(a->exit);
@@ -531,6 +595,7 @@ drafter *drafter_auto_new(sd_ctx *target, int seq, const sd_sampler *smp, const 
     a->decay = sp->auto_decay;
     a->hyst = sp->auto_hysteresis;
     a->probe = sp->auto_probe;
+    a->state = sp->auto_state;
     a->cur = -1;
     /* T(n): the table's, else a guess (each drafted position 10% of a pass) that the first live pass scales */
     a->t_measured = a->lat != NULL;

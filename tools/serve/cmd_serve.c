@@ -78,6 +78,7 @@ int cmd_serve(int argc, char **argv) {
     run_opts_init(&o);
     o.draft_any_method = true;
     o.swift_any_method = true; /* SWIFT requests share one optimiser state, kept across requests */
+    o.auto_any_method = true;  /* auto requests share their estimates likewise */
     sv_server s;
     memset(&s, 0, sizeof s);
     s.host = "127.0.0.1";
@@ -177,6 +178,7 @@ int cmd_serve(int argc, char **argv) {
     s.def.dctx = env.dctx;
     s.def.heads = env.heads;
     s.def.swift = env.swift;
+    s.def.autos = env.autos;
     s.def.accept = env.accept; /* SpecDec++ */
     s.def.n_accept = env.n_accept;
     s.def.sampling = o.sp;

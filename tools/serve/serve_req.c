@@ -210,6 +210,7 @@ static bool read_spec(const cJSON *root, const sv_defaults *def, sv_request *r, 
     p.draft_ctx = p.method == SD_SPEC_DRAFT || p.method == SD_SPEC_AUTO ? def->dctx : NULL; /* auto: a candidate */
     p.exit_heads = def->heads;
     p.swift_state = p.method == SD_SPEC_SWIFT ? def->swift : NULL;
+    p.auto_state = p.method == SD_SPEC_AUTO ? def->autos : NULL;
     cli_pick_accept_head(&p, def->model, def->dmodel, def->accept, def->n_accept); /* SpecDec++ */
     /* SV: the server's companion, profile and latency table (verify=sv needs them: the check says so) */
     p.companion_ctx = def->spec.companion_ctx;

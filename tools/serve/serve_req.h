@@ -39,6 +39,7 @@ typedef struct sv_defaults {
     bool no_bos;
     sd_swift_state *swift;          /* SWIFT: the optimiser state every swift request shares (the scheduler thread
                                        uses it, one session step at a time), or NULL */
+    sd_auto_state *autos;           /* auto: the estimates every auto request starts from and leaves (likewise) */
 } sv_defaults;
 
 #define SV_MAX_STOP 4

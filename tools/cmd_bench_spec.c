@@ -46,6 +46,8 @@ static void usage(FILE *f) {
             "                         | early-exit | del | specbound | swift | auto (default: plain,ngram; plain is always\n"
             "                         run first\n"
             "                         as the baseline). Every method is checked against the model(s) before any run.\n"
+            "                         swift and auto keep their state across the questions, as a server keeps it\n"
+            "                         across requests (SWIFT's optimiser; auto's estimates), the warm-up included.\n"
             "                         Keys of every method: label=TEXT (the name in the tables); of early-exit, del\n"
             "                         and specbound: heads=yes (use --exit-heads). Method keys (the registry's):\n"
             );

@@ -681,8 +681,9 @@ void sd_swift_state_describe(const sd_swift_state *st, char *buf, size_t cap);
 
 /* auto's estimates across generations (sd_spec_params.auto_state), as a server keeps them across requests: when a
  * generation ends, each candidate's replayed rounds (decayed acceptance sums per gamma) and its measured costs; the
- * next generation starts from them, worth at most SD_AUTO_CARRY_ROUNDS rounds, instead of the prior (a request's
- * first rounds otherwise choose from one round of guessed acceptance and a guessed drafting cost). */
+ * next generation starts from them — the model drafters' acceptance worth at most SD_AUTO_CARRY_ROUNDS rounds, every
+ * drafter's costs — instead of the prior (a request's first rounds otherwise choose from one round of guessed
+ * acceptance and a guessed drafting cost). The n-gram lookup's acceptance is the text's, so it is not carried. */
 enum { SD_AUTO_CARRY_ROUNDS = 8 };
 typedef struct sd_auto_state sd_auto_state;
 sd_status sd_auto_state_new(sd_auto_state **out, sd_error *err);

@@ -292,14 +292,16 @@ static void carry_out(const auto_drafter *a) {
     }
 }
 
-/* Family f starts from the state's estimates instead of the prior: each gamma's sums scaled to at most
- * SD_AUTO_CARRY_ROUNDS rounds (its first round at start); the drafting costs too when both were measured against
- * a measured T (without a latency table the first live pass rescales the guessed costs). */
+/* Family f starts from the state's estimates instead of the prior: a model's (the draft model's, early exit's) sums
+ * per gamma, scaled to at most SD_AUTO_CARRY_ROUNDS rounds (its first round at start) — how well a drafter model
+ * predicts the target carries from text to text, how often a text repeats itself does not, so the lookup starts from
+ * its prior and the prompt; the drafting costs too when both were measured against a measured T (without a latency
+ * table the first live pass rescales the guessed costs). */
 static void carry_in(auto_drafter *a, int f, int start) {
     const int i = a->state ? state_entry(a->state, &a->fams[f]) : -1;
     if (i < 0) return;
     const ac_family *src = &a->state->fam[i].af;
-    ac_carry(&a->af[f], src, start, SD_AUTO_CARRY_ROUNDS);
+    if (a->fams[f].kind != FAM_NGRAM) ac_carry(&a->af[f], src, start, SD_AUTO_CARRY_ROUNDS);
     if (a->state->fam[i].costs && a->t_measured) a->af[f].c = src->c, a->af[f].v = src->v;
 }
 

@@ -58,10 +58,18 @@ int main(int argc, char **argv) {
     }
     const int V = di.n_vocab;
     float *logits = malloc((size_t)MAX_TOK * V * sizeof *logits); /* [n][V] */
+    if (!logits) {
+        fprintf(stderr, "error: out of memory\n");
+        return 1;
+    }
     static int32_t tok[MAX_TOK];
     static uint8_t want[MAX_TOK];
     char line[8192];
     while (fgets(line, sizeof line, stdin)) {
+        if (!strchr(line, '\n') && !feof(stdin)) {
+            fprintf(stderr, "error: a prompt line longer than %zu bytes\n", sizeof line - 2);
+            return 1;
+        }
         line[strcspn(line, "\n")] = 0;
         char *tab = strchr(line, '\t');
         if (!tab) continue;

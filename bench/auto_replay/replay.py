@@ -77,12 +77,15 @@ class Replay:
 
 
 def generate(q, n_tokens, T, draft, over, choose, fixed_g):
-    """Seconds and tokens of one answer (the first token is the prompt pass's) with a rule (None: fixed_g)."""
+    """Seconds and tokens of one answer with a rule (None: fixed_g). As the engine: the prompt but its last token is
+    prefilled, the first round starts at the last prompt token (position n_prompt - 1), a round drafts at most the
+    tokens still wanted minus one, and the answer ends where the text does (the target's end of text)."""
     cat, n_prompt, n, m = q
-    p, made, secs, gammas = n_prompt, 1, 0.0, []
+    p, made, secs, gammas = n_prompt - 1, 0, 0.0, []
     state = choose.start(q) if choose else None
-    while made < n_tokens:
+    while made < n_tokens and p < n - 1:
         g = choose.pick(state, p) if choose else fixed_g
+        g = max(0, min(g, n_tokens - made - 1))
         L = run_len(m, p, g)
         secs += T[g] + g * draft + over
         p, made = p + L + 1, made + L + 1
@@ -142,6 +145,8 @@ def main():
     ap.add_argument("--gamma-max", type=int, default=16)
     a = ap.parse_args()
     T, qs = read_latency(a.latency), read_matches(a.matches)
+    if len(T) < 9:
+        raise SystemExit(f"{a.latency}: T(n) for n up to 8 needed (the table has {len(T) - 1})")
     gmax = min(a.gamma_max, len(T) - 1)
     draft, over = a.draft_ms / 1e3, a.overhead_ms / 1e3
     cats = sorted({q[0] for q in qs}, key=[q[0] for q in qs].index)

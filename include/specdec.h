@@ -546,8 +546,9 @@ typedef struct sd_spec_params {
     int auto_probe;           /* every N-th round runs the method run least recently, whatever the estimates (0:
                                  never; 1: a different method every round) (0) */
     struct sd_auto_state *auto_state; /* the estimates carried from one generation to the next (borrowed; shared
-                                         across sessions and prompts, one session at a time); NULL: each generation
-                                         starts from the prior */
+                                         across sessions and prompts, one thread at a time: sessions that run at once
+                                         each start from it as it was, the last to end leaves its estimates); NULL:
+                                         each generation starts from the prior */
 } sd_spec_params;
 
 sd_spec_params sd_spec_default_params(void);
@@ -681,9 +682,10 @@ void sd_swift_state_describe(const sd_swift_state *st, char *buf, size_t cap);
 
 /* auto's estimates across generations (sd_spec_params.auto_state), as a server keeps them across requests: when a
  * generation ends, each candidate's replayed rounds (decayed acceptance sums per gamma) and its measured costs; the
- * next generation starts from them — the model drafters' acceptance worth at most SD_AUTO_CARRY_ROUNDS rounds, every
- * drafter's costs — instead of the prior (a request's first rounds otherwise choose from one round of guessed
- * acceptance and a guessed drafting cost). The n-gram lookup's acceptance is the text's, so it is not carried. */
+ * next generation starts from them — the model drafters' acceptance worth at most SD_AUTO_CARRY_ROUNDS rounds, the
+ * drafters' costs where a latency table (sv_latency) scales T from the start — instead of the prior (a request's
+ * first rounds otherwise choose from one round of guessed acceptance and a guessed drafting cost). The n-gram
+ * lookup's acceptance is the text's, so it is not carried. */
 enum { SD_AUTO_CARRY_ROUNDS = 8 };
 typedef struct sd_auto_state sd_auto_state;
 sd_status sd_auto_state_new(sd_auto_state **out, sd_error *err);

@@ -23,8 +23,8 @@
  * The choice is the (family, g) with the highest rate; a different g of the running family, or another family, takes
  * over only when it beats the running (family, g) by the hysteresis fraction. Switching costs nothing, but the
  * estimates are noisy and the highest of many noisy ones is the luckiest: without it a few lucky rounds of a long
- * gamma made it look best, and it then accepted less than expected (auto 4-5% behind the best fixed gamma on the
- * mixed set; held by 10% with decay 0.97, 1.8% behind in a replay of the same texts). */
+ * gamma made it look best, and it then accepted less than expected (auto 4.5% behind the best fixed gamma in a
+ * replay of the mixed set's texts, bench/auto_replay; held by 10%, 2.8% behind). */
 #ifndef SD_CTRL_AUTO_CHOOSE_H
 #define SD_CTRL_AUTO_CHOOSE_H
 #include <stdbool.h>

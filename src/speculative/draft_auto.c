@@ -62,6 +62,8 @@ typedef struct auto_drafter {
     fam fams[MAX_FAM];
     ac_family af[MAX_FAM];
     int n_fam, cur, cur_g, round, probe;
+    int hold, hold_g;           /* what the hysteresis holds: the last (family, gamma) the estimates chose (-1: none;
+                                 * a probe round runs another without changing it) */
     ac_reason why;
     double est_acc, est_s;      /* the choice's expected accepted drafts and seconds */
     double decay, hyst;
@@ -255,12 +257,13 @@ static void choose(auto_drafter *a, int n) {
         if (f >= 0) ac_best_g(&a->af[f], a->T, a->G, a->overhead, &pk.g);
         pk.why = AC_PROBE;
     } else {
-        pk = ac_choose(a->af, a->n_fam, a->T, a->G, a->overhead, a->cur, a->cur_g, a->hyst);
+        pk = ac_choose(a->af, a->n_fam, a->T, a->G, a->overhead, a->hold, a->hold_g, a->hyst);
     }
     if (pk.fam < 0) /* every candidate is off (a failed catch-up): plain steps on whichever family is current */
         pk = (ac_pick){fam_of(a, FAM_NONE) >= 0 ? fam_of(a, FAM_NONE) : a->cur >= 0 ? a->cur : 0, 0, 0, AC_BEST};
     a->cur = pk.fam;
     a->cur_g = pk.g;
+    if (pk.why != AC_PROBE) a->hold = pk.fam, a->hold_g = pk.g;
     a->why = pk.why;
     ac_rate(&a->af[pk.fam], pk.g, a->T, a->G, a->overhead, &a->est_acc, &a->est_s);
 }
@@ -309,7 +312,7 @@ static void carry_in(auto_drafter *a, int f, int start) {
 static sd_status ad_begin(drafter *d, const int32_t *hist, int n, sd_error *err) {
     auto_drafter *a = (auto_drafter *)d;
     if (a->begun && a->state) carry_out(a); /* the previous generation's */
-    a->begun = true;
+    a->begun = false;
     if (a->model) {
         double t0 = now_s();
         sd_status st = a->model->begin(a->model, hist, n, err); /* the prompt, with its predictions */
@@ -337,8 +340,9 @@ static sd_status ad_begin(drafter *d, const int32_t *hist, int n, sd_error *err)
     lookups(a, (int32_t *)hist, p0, n - 1);
     replay(a, hist, n);
     swift_estimate(a);
-    a->cur = -1; /* nothing runs yet: no hysteresis for the first choice */
+    a->hold = -1; /* nothing runs yet: no hysteresis for the first choice */
     choose(a, n);
+    a->begun = true; /* (a generation that failed to start leaves nothing in the state) */
     return SD_OK;
 }
 
@@ -599,6 +603,7 @@ drafter *drafter_auto_new(sd_ctx *target, int seq, const sd_sampler *smp, const 
     a->probe = sp->auto_probe;
     a->state = sp->auto_state;
     a->cur = -1;
+    a->hold = -1;
     /* T(n): the table's, else a guess (each drafted position 10% of a pass) that the first live pass scales */
     a->t_measured = a->lat != NULL;
     for (int i = 0; i <= a->G; i++) a->shape[i] = a->lat ? sd_sv_latency_time(a->lat, i, 1) : 1.0 + 0.1 * i;

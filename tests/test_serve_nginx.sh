@@ -25,7 +25,7 @@ mkdir -p "$TMP/ngx"
 tries=0
 NPORT=""
 while [ $tries -lt 8 ] && [ -z "$NPORT" ]; do
-    port=$((20000 + ($$ * 7 + tries * 7919 + $(date +%S) * 131) % 40000))
+    port=$((20000 + ($$ * 7 + tries * 7919 + ($(date +%s) % 60) * 131) % 40000))
     sed -e "s/127.0.0.1:8081/127.0.0.1:$P1/; s/127.0.0.1:8082/127.0.0.1:$P2/; s/listen 127.0.0.1:8080/listen 127.0.0.1:$port/" \
         deploy/nginx/specdec.conf >"$TMP/specdec.conf"
     {

@@ -86,7 +86,8 @@ typedef struct auto_drafter {
     double draft_s, verify_s;   /* the round's measured times (timed) */
     bool timed;
     sd_auto_state *state;       /* carried across generations (borrowed; NULL: none) */
-    bool begun;                 /* a generation started: its estimates go to state when it ends */
+    bool begun;                 /* its generation started (a session makes a drafter per prompt): its estimates go
+                                 * to state when it is freed */
 } auto_drafter;
 
 /* What a generation leaves for the next (sd_auto_state): per family (kind and depth), its replays and its costs. */
@@ -311,8 +312,6 @@ static void carry_in(auto_drafter *a, int f, int start) {
 /* ------------------------------------------------------------------ the drafter */
 static sd_status ad_begin(drafter *d, const int32_t *hist, int n, sd_error *err) {
     auto_drafter *a = (auto_drafter *)d;
-    if (a->begun && a->state) carry_out(a); /* the previous generation's */
-    a->begun = false;
     if (a->model) {
         double t0 = now_s();
         sd_status st = a->model->begin(a->model, hist, n, err); /* the prompt, with its predictions */

@@ -1,0 +1,381 @@
+/* The K-quant matmul kernels of the avx2 and avx512 tables (kern_rows_kq.h): blocks of few positions (decode, short
+ * verification blocks) row by row, straight from each type's layout; longer blocks through kern_tile_kq_avx2.c.
+ * Compiled with -mavx2 -mfma -mf16c, and once more with AVX-512 BW/VL/VNNI as kern_rows_kq_avx512.c
+ * (KERN_ROWS_AVX512): there a 512-bit vector holds two 32-value chunks whose activations are adjacent, and one
+ * dpwssd (or, for Q2_K, one dpbusd on levels pre-multiplied by their scales) does the integer steps, so each
+ * position costs half as many instructions or fewer. The integers are exact whatever the order, and every 32-bit
+ * lane holds the same sum in both builds (the two chunks' lanes are added at the end), so the float steps, and the
+ * bits, are the scalar table's (kquant.h). */
+#include "kernels/kern_rows_kq.h"
+
+#if defined(__x86_64__) && defined(SPECDEC_HAVE_AVX2)
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/kern.h"
+#include "kernels/kern_avx2_inl.h"
+#include "kernels/kern_rows_inl.h"
+#include "kernels/kern_tile.h"
+#include "kernels/kquant.h"
+
+/* ------------------------------------------------------------------ K-quants (x as act_q8k blocks) */
+
+/* Q4_K straight from its layout (blocks of few positions, decode): the 8 6-bit scales and mins by ggml's 32-bit
+ * mask steps, the nibbles by and/shift, maddubs with the activations and madd with the chunk's scale; the same
+ * exact isum and msum as kq_dot_ints, then the same two fma chains, so the scalar table's bits. */
+INLINE void q4k_scales(const unsigned char *blk, uint8_t sc[8], uint8_t mn[8]) {
+    uint32_t u[3], v[4];
+    memcpy(u, blk + 4, 12);
+    v[0] = u[0] & 0x3f3f3f3fu;
+    v[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    v[2] = u[1] & 0x3f3f3f3fu;
+    v[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    memcpy(sc, v, 8);
+    memcpy(mn, v + 2, 8);
+}
+
+/* Q4_K / Q5_K scales and mins as vectors: *sv the 8 scales as int16 in both 128-bit halves (scale s over all 16
+ * lanes by one byte shuffle), *mnd each min twice (groups 2s, 2s+1 of 16 values), against the 16 group sums */
+INLINE void q45_scale_vecs(const unsigned char *blk, __m256i *sv, __m256i *mnd) {
+    uint8_t sc[8], mn[8];
+    q4k_scales(blk, sc, mn);
+    int64_t mn8, sc8;
+    memcpy(&mn8, mn, 8);
+    memcpy(&sc8, sc, 8);
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn8));
+    *mnd = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    const __m128i s16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc8));
+    *sv = _mm256_set_m128i(s16, s16);
+}
+
+/* An R x P tile's accumulators (R, P <= 4) set to zero. */
+INLINE void tile_zero(int R, int P, __m256 acc[4][4]) {
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) acc[i][j] = _mm256_setzero_ps();
+}
+/* An R x P tile into y (row ri[i] of position p0 + j): hsum8 of the vector chain (when acc), plus add (when given),
+ * minus sub (when given); the terms in this order, as the scalar table's. */
+INLINE void tile_store(int R, int P, const __m256 acc[4][4], const float add[4][4], const float sub[4][4], float *y,
+                       int ldy, int p0, const int *ri) {
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) {
+            float v = acc ? kern_hsum8(acc[i][j]) : add[i][j];
+            if (acc && add) v += add[i][j];
+            y[(size_t)(p0 + j) * ldy + ri[i]] = sub ? v - sub[i][j] : v;
+        }
+}
+
+/* isum (the lanes of acc) and msum (the lanes of mprod) added up together: [isum lanes | msum lanes] folded to
+ * lanes 0 and 4 (exact integers: any order gives the same sums) */
+INLINE void sum_is_ms(__m256i acc, __m256i mprod, int32_t *is, int32_t *ms) {
+    __m256i t = _mm256_hadd_epi32(acc, mprod); /* a01 a23 m01 m23 | a45 a67 m45 m67 */
+    t = _mm256_hadd_epi32(t, t);               /* A0 M0 . . | A1 M1 . . */
+    const __m128i r2 = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+    *is = _mm_cvtsi128_si32(r2);
+    *ms = _mm_extract_epi32(r2, 1);
+}
+
+INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
+    float s[4][4] = {{0}}, m[4][4] = {{0}};
+    const __m256i m15 = _mm256_set1_epi8(15);
+    for (int b = 0; b < nb; b++) {
+        prefetch_block(R, wr, (size_t)b * 144, 144, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 144;
+            __m256i sv, mnd;
+            q45_scale_vecs(blk, &sv, &mnd);
+            __m256i scs[8];
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) scs[k] = _mm256_shuffle_epi8(sv, _mm256_set1_epi16((short)(0x0100 + 0x0202 * k)));
+            const float dw = blk_d(blk), dmw = blk_d(blk + 2);
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) {
+                const act_q8k *x = &xp[j][b];
+                __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * c));
+                    const __m256i lo = _mm256_and_si256(q, m15), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m15);
+                    const __m256i xl = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 64 * c));
+                    const __m256i xh = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 64 * c + 32));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), scs[2 * c]));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), scs[2 * c + 1]));
+                }
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
+                int32_t is, ms;
+                sum_is_ms(acc, _mm256_madd_epi16(mnd, bs), &is, &ms);
+                s[i][j] = fmaf((float)is, dw * x->d, s[i][j]);
+                m[i][j] = fmaf((float)ms, dmw * x->d, m[i][j]);
+            }
+        }
+    }
+    tile_store(R, P, NULL, s, m, y, ldy, p0, ri);
+}
+
+/* Q6_K straight from its layout (blocks of few positions, decode): per 32-value chunk c the 6-bit levels from the
+ * nibbles of ql and 2 bits of qh (kquant.h's placement), maddubs with the activations, madd with the chunk's two
+ * group scales; the offset 32 through the bsums; the 8 lanes of kq_lanes_ggml exactly, then the same per-lane fma
+ * chain and hsum8: the scalar table's bits. */
+INLINE void tile_q6k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
+    __m256 acc[4][4];
+    tile_zero(R, P, acc);
+    const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+    for (int b = 0; b < nb; b++) {
+        prefetch_block(R, wr, (size_t)b * 210, 210, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 210;
+            const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)(blk + 192));
+            const __m256i sc16 = _mm256_cvtepi8_epi16(sc8); /* the 16 group scales */
+            /* chunk c's scales: sc[2c] over the low 8 int16 lanes, sc[2c+1] over the high 8 */
+            const __m256i lohi = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2,
+                                                  3, 2, 3, 2, 3, 2, 3);
+            __m256i scs[8];
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) /* (sc[2c], sc[2c+1]) in every 32-bit lane, then spread */
+                scs[c] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(c)), lohi);
+            const float dw = blk_d(blk + 208);
+            __m256i u[8]; /* the levels of the 8 chunks */
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 64 * h));
+                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 64 * h + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 128 + 32 * h));
+                u[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, m15), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+                u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m15),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+                u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+                u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+            }
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) {
+                const act_q8k *x = &xp[j][b];
+                __m256i lanes = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                for (int c = 0; c < 8; c++) {
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 32 * c));
+                    lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], q), scs[c]));
+                }
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
+                lanes = _mm256_sub_epi32(lanes, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
+                acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(lanes), acc[i][j]);
+            }
+        }
+    }
+    tile_store(R, P, acc, NULL, NULL, y, ldy, p0, ri);
+}
+
+/* The int16 pair sums of a 32-value chunk times its two group scales (sc[2k] over the low 8 int16 lanes, sc[2k+1]
+ * over the high 8): ggml's get_scale_shuffle_q3k on a vector holding 8 int16 scales in both 128-bit halves. */
+INLINE __m256i scale_pair(__m256i sv, int k) {
+    return _mm256_shuffle_epi8(sv, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
+                                                     _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k)))));
+}
+
+/* Q2_K straight from its layout (blocks of few positions, decode): chunk c = 4h + j holds bits 2j of qs[32h + l]
+ * (kquant.h); its groups' scales by one byte shuffle of the 16 low nibbles as int16 (ggml's q2_K kernel), the mins
+ * (high nibbles) against the bsums; the exact isum and msum of kq_dot_ints, then the scalar table's two fma chains
+ * (ggml's repacked gemv), so its bits. Chunks outer, positions inner: one integer accumulator per position. */
+INLINE void tile_q2k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
+    float s[4][4] = {{0}}, m[4][4] = {{0}};
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m128i m15 = _mm_set1_epi8(15);
+    for (int b = 0; b < nb; b++) {
+        prefetch_block(R, wr, (size_t)b * 84, 84, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 84;
+            const __m128i sm = _mm_loadu_si128((const __m128i *)(const void *)blk);
+            const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sm, m15));
+            const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m15));
+            const __m256i svl = _mm256_permute2x128_si256(sc16, sc16, 0x00), svh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+            __m256i acc[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) acc[j] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m256i q2 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * h));
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const __m256i u = _mm256_and_si256(k ? _mm256_srli_epi16(q2, 2 * k) : q2, m3);
+                    const __m256i scs = scale_pair(h ? svh : svl, k);
+#pragma GCC unroll 4
+                    for (int j = 0; j < P; j++) {
+                        const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(xp[j][b].qs + 128 * h + 32 * k));
+                        acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), scs));
+                    }
+                }
+            }
+            const float dw = blk_d(blk + 80), dmw = blk_d(blk + 82);
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) {
+                const act_q8k *x = &xp[j][b];
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
+                int32_t is, ms;
+                sum_is_ms(acc[j], _mm256_madd_epi16(mn16, bs), &is, &ms);
+                s[i][j] = fmaf((float)is, dw * x->d, s[i][j]);
+                m[i][j] = fmaf((float)ms, dmw * x->d, m[i][j]);
+            }
+        }
+    }
+    tile_store(R, P, NULL, s, m, y, ldy, p0, ri);
+}
+
+/* Q3_K straight from its layout: the 16 signed 6-bit scales by ggml's 32-bit mask steps, chunk c = 4h + j from bits
+ * 2j of qs[32h + l] and bit c of hmask[l] (kquant.h); the offset 4 per value as ggml: maddubs(low 2 bits, x) minus
+ * maddubs(4 where the high bit is clear, x) (exact int16). The 8 lanes of kq_lanes_ggml, then the per-lane fma
+ * chain and hsum8 of the scalar table. */
+INLINE void tile_q3k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
+    __m256 facc[4][4];
+    tile_zero(R, P, facc);
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
+    for (int b = 0; b < nb; b++) {
+        prefetch_block(R, wr, (size_t)b * 110, 110, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 110;
+            uint32_t a[3];
+            memcpy(a, blk + 96, 12);
+            const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
+            const __m128i s8 = _mm_sub_epi8(_mm_set_epi32((int)(((a[1] >> 4) & k2) | (((a[2] >> 6) & k1) << 4)),
+                                                          (int)(((a[0] >> 4) & k2) | (((a[2] >> 4) & k1) << 4)),
+                                                          (int)((a[1] & k2) | (((a[2] >> 2) & k1) << 4)),
+                                                          (int)((a[0] & k2) | ((a[2] & k1) << 4))),
+                                            _mm_set1_epi8(32));
+            const __m256i sc16 = _mm256_cvtepi8_epi16(s8);
+            const __m256i svl = _mm256_permute2x128_si256(sc16, sc16, 0x00), svh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+            /* the high bits inverted: 4 where bit c of hmask[l] is clear */
+            const __m256i nh = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)blk), _mm256_set1_epi8(-1));
+            __m256i lanes[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) lanes[j] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m256i q3 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 32 + 32 * h));
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const int c = 4 * h + k;
+                    const __m256i lo = _mm256_and_si256(k ? _mm256_srli_epi16(q3, 2 * k) : q3, m3);
+                    /* bit c to bit 2 of each byte: the 16-bit shift brings in only bits that the mask drops */
+                    const __m256i hi = _mm256_and_si256(c <= 2 ? _mm256_slli_epi16(nh, 2 - c) : _mm256_srli_epi16(nh, c - 2), m4);
+                    const __m256i scs = scale_pair(h ? svh : svl, k);
+#pragma GCC unroll 4
+                    for (int j = 0; j < P; j++) {
+                        const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(xp[j][b].qs + 32 * c));
+                        const __m256i pr = _mm256_sub_epi16(_mm256_maddubs_epi16(lo, q), _mm256_maddubs_epi16(hi, q));
+                        lanes[j] = _mm256_add_epi32(lanes[j], _mm256_madd_epi16(pr, scs));
+                    }
+                }
+            }
+            const float dw = blk_d(blk + 108);
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++)
+                facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(xp[j][b].d * dw), _mm256_cvtepi32_ps(lanes[j]), facc[i][j]);
+        }
+    }
+    tile_store(R, P, facc, NULL, NULL, y, ldy, p0, ri);
+}
+
+/* Q5_K straight from its layout: Q4_K's scales and mins (q4k_scales), chunk 2j + e from nibble e of qs[32j + l] and
+ * bit 2j + e of qh[l] moved to bit 4 by one 16-bit shift and a mask (kquant.h). The 8 lanes of kq_lanes_ggml with
+ * their per-lane fma chain and hsum8, and the mins' chain summs = fma(-d_x * dmin, msum, summs): the scalar table's
+ * bits. */
+INLINE void tile_q5k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
+    __m256 facc[4][4];
+    float summs[4][4] = {{0}};
+    tile_zero(R, P, facc);
+    const __m256i m15 = _mm256_set1_epi8(15), m16 = _mm256_set1_epi8(16);
+    for (int b = 0; b < nb; b++) {
+        prefetch_block(R, wr, (size_t)b * 176, 176, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 176;
+            __m256i sv, mnd;
+            q45_scale_vecs(blk, &sv, &mnd);
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16));
+            __m256i lanes[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) lanes[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 48 + 32 * (c / 2)));
+                const __m256i lo = _mm256_and_si256(c % 2 ? _mm256_srli_epi16(q, 4) : q, m15);
+                /* bit c of qh[l] to bit 4: the 16-bit shift brings in only bits that the mask drops */
+                const __m256i hb = _mm256_and_si256(c <= 4 ? _mm256_slli_epi16(qh, 4 - c) : _mm256_srli_epi16(qh, c - 4), m16);
+                const __m256i u = _mm256_or_si256(lo, hb);
+                const __m256i scs = _mm256_shuffle_epi8(sv, _mm256_set1_epi16((short)(0x0100 + 0x0202 * c)));
+#pragma GCC unroll 4
+                for (int j = 0; j < P; j++) {
+                    const __m256i xq = _mm256_loadu_si256((const __m256i *)(const void *)(xp[j][b].qs + 32 * c));
+                    lanes[j] = _mm256_add_epi32(lanes[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xq), scs));
+                }
+            }
+            const float dw = blk_d(blk), dmw = blk_d(blk + 2);
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) {
+                const act_q8k *x = &xp[j][b];
+                facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(lanes[j]), facc[i][j]);
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
+                summs[i][j] = fmaf(-x->d * dmw, (float)hsum_i32(_mm256_madd_epi16(mnd, bs)), summs[i][j]);
+            }
+        }
+    }
+    tile_store(R, P, facc, summs, NULL, y, ldy, p0, ri);
+}
+
+/* R rows x P positions over all super-blocks, straight from each type's layout: per (row, position) the scalar
+ * table's float chains (llama.cpp's, kquant.h), so its bits */
+INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                    float *y, int ldy, int p0, size_t pf) {
+    switch (t) {
+    case GGML_Q2_K: tile_q2k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    case GGML_Q3_K: tile_q3k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    case GGML_Q4_K: tile_q4k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    case GGML_Q5_K: tile_q5k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    default: tile_q6k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    }
+}
+
+ROWS_OVER_TILES(rows_kq, act_q8k, QK_K, tile_kq)
+
+/* Blocks of KERN_TILE_KQ_MIN positions or more through the 8-rows-in-the-lanes tile (kern_tile_kq_avx2.c), smaller
+ * ones through the per-row kernel above; both compute the per-row chains (llama.cpp's, kquant.h), so the same bits. */
+#define KQ_MM(name, ROWS, TILE)                                                                                   \
+    void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y, int ldy,    \
+              int r0, int r1) {                                                                                   \
+        if (n >= KERN_TILE_KQ_MIN) TILE(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                   \
+        else ROWS(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                                         \
+    }
+/* 2 rows x 4 positions per tile */
+ROWS_MM(mm_q2_k_rows, rows_kq, GGML_Q2_K, 2, 4)
+ROWS_MM(mm_q3_k_rows, rows_kq, GGML_Q3_K, 2, 4)
+ROWS_MM(mm_q4_k_rows, rows_kq, GGML_Q4_K, 2, 4)
+ROWS_MM(mm_q5_k_rows, rows_kq, GGML_Q5_K, 2, 4)
+ROWS_MM(mm_q6_k_rows, rows_kq, GGML_Q6_K, 2, 4)
+#ifdef KERN_ROWS_AVX512
+KQ_MM(kern_rows_kq_mm_q2_k_vnni, mm_q2_k_rows, kern_tile_mm_q2_k_vnni)
+KQ_MM(kern_rows_kq_mm_q3_k_vnni, mm_q3_k_rows, kern_tile_mm_q3_k_vnni)
+KQ_MM(kern_rows_kq_mm_q4_k_vnni, mm_q4_k_rows, kern_tile_mm_q4_k_vnni)
+KQ_MM(kern_rows_kq_mm_q5_k_vnni, mm_q5_k_rows, kern_tile_mm_q5_k_vnni)
+KQ_MM(kern_rows_kq_mm_q6_k_vnni, mm_q6_k_rows, kern_tile_mm_q6_k_vnni)
+#else
+KQ_MM(kern_rows_kq_mm_q2_k, mm_q2_k_rows, kern_tile_mm_q2_k)
+KQ_MM(kern_rows_kq_mm_q3_k, mm_q3_k_rows, kern_tile_mm_q3_k)
+KQ_MM(kern_rows_kq_mm_q4_k, mm_q4_k_rows, kern_tile_mm_q4_k)
+KQ_MM(kern_rows_kq_mm_q5_k, mm_q5_k_rows, kern_tile_mm_q5_k)
+KQ_MM(kern_rows_kq_mm_q6_k, mm_q6_k_rows, kern_tile_mm_q6_k)
+#endif
+#endif

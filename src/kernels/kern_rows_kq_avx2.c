@@ -70,31 +70,58 @@ INLINE void tile_store(int R, int P, const __m256 acc[4][4], const float add[4][
         }
 }
 
-/* isum (the lanes of acc) and msum (the lanes of mprod) added up together: [isum lanes | msum lanes] folded to
- * lanes 0 and 4 (exact integers: any order gives the same sums) */
-INLINE void sum_is_ms(__m256i acc, __m256i mprod, int32_t *is, int32_t *ms) {
-    __m256i t = _mm256_hadd_epi32(acc, mprod); /* a01 a23 m01 m23 | a45 a67 m45 m67 */
-    t = _mm256_hadd_epi32(t, t);               /* A0 M0 . . | A1 M1 . . */
-    const __m128i r2 = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
-    *is = _mm_cvtsi128_si32(r2);
-    *ms = _mm_extract_epi32(r2, 1);
+
+/* The two fma chains of Q4_K and Q2_K (ggml's repacked gemv, kquant.h) of one row over P positions for one
+ * super-block, vectorised: lane j (< P) of sm is s = fma((float)isum_j, d * x_j.d, s), lane 4 + j is
+ * m = fma((float)msum_j, dmin * x_j.d, m). ia[j]: 8 int32 lanes that add up to isum_j (any order: exact), mp[j] those
+ * of msum_j; dd: the super-block's d and dmin (two fp16); xd: x_j.d in lanes j and 4 + j (0 beyond P). Each lane
+ * takes the scalar steps (the same conversion, product and fma), so the scalar table's bits. */
+INLINE __m256 chains_sm(int P, const __m256i ia[4], const __m256i mp[4], const unsigned char *dd, __m256 xd, __m256 sm) {
+    const __m256i z = _mm256_setzero_si256();
+    const __m256i a01 = _mm256_hadd_epi32(ia[0], P > 1 ? ia[1] : z), m01 = _mm256_hadd_epi32(mp[0], P > 1 ? mp[1] : z);
+    const __m256i a23 = P > 2 ? _mm256_hadd_epi32(ia[2], P > 3 ? ia[3] : z) : z;
+    const __m256i m23 = P > 2 ? _mm256_hadd_epi32(mp[2], P > 3 ? mp[3] : z) : z;
+    const __m256i ga = _mm256_hadd_epi32(a01, a23), gm = _mm256_hadd_epi32(m01, m23); /* [j: lanes 0-3 | j: 4-7] */
+    const __m256i v = _mm256_add_epi32(_mm256_permute2x128_si256(ga, gm, 0x20), _mm256_permute2x128_si256(ga, gm, 0x31));
+    uint32_t h2;
+    memcpy(&h2, dd, 4);
+    const __m256 dv = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi32_si128((int)h2))),
+                                               _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(dv, xd), sm);
+}
+/* xd for chains_sm: x_j.d of super-block b in lanes j and 4 + j */
+INLINE __m256 chains_xd(int P, const act_q8k *const *xp, int b) {
+    const __m128 x4 = _mm_setr_ps(xp[0][b].d, P > 1 ? xp[1][b].d : 0.0f, P > 2 ? xp[2][b].d : 0.0f, P > 3 ? xp[3][b].d : 0.0f);
+    return _mm256_set_m128(x4, x4);
+}
+/* the R rows' chains (sm[i]) into y: s - m, as the scalar table */
+INLINE void chains_store(int R, int P, const __m256 sm[4], float *y, int ldy, int p0, const int *ri) {
+    float s[4][4], m[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+        float v[8];
+        _mm256_storeu_ps(v, sm[i]);
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) s[i][j] = v[j], m[i][j] = v[4 + j];
+    }
+    tile_store(R, P, NULL, s, m, y, ldy, p0, ri);
 }
 
 INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                      float *y, int ldy, int p0, size_t pf) {
-    float s[4][4] = {{0}}, m[4][4] = {{0}};
+    __m256 sm[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i m15 = _mm256_set1_epi8(15);
     for (int b = 0; b < nb; b++) {
         prefetch_block(R, wr, (size_t)b * 144, 144, pf);
+        const __m256 xd = chains_xd(P, xp, b);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 144;
             __m256i sv, mnd;
             q45_scale_vecs(blk, &sv, &mnd);
-            __m256i scs[8];
+            __m256i scs[8], ia[4], mp[4];
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) scs[k] = _mm256_shuffle_epi8(sv, _mm256_set1_epi16((short)(0x0100 + 0x0202 * k)));
-            const float dw = blk_d(blk), dmw = blk_d(blk + 2);
 #pragma GCC unroll 4
             for (int j = 0; j < P; j++) {
                 const act_q8k *x = &xp[j][b];
@@ -108,15 +135,13 @@ INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri
                     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), scs[2 * c]));
                     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), scs[2 * c + 1]));
                 }
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
-                int32_t is, ms;
-                sum_is_ms(acc, _mm256_madd_epi16(mnd, bs), &is, &ms);
-                s[i][j] = fmaf((float)is, dw * x->d, s[i][j]);
-                m[i][j] = fmaf((float)ms, dmw * x->d, m[i][j]);
+                ia[j] = acc;
+                mp[j] = _mm256_madd_epi16(mnd, _mm256_loadu_si256((const __m256i *)(const void *)x->bsums));
             }
+            sm[i] = chains_sm(P, ia, mp, blk, xd, sm[i]);
         }
     }
-    tile_store(R, P, NULL, s, m, y, ldy, p0, ri);
+    chains_store(R, P, sm, y, ldy, p0, ri);
 }
 
 /* Q6_K straight from its layout (blocks of few positions, decode): per 32-value chunk c the 6-bit levels from the
@@ -188,17 +213,18 @@ INLINE __m256i scale_pair(__m256i sv, int k) {
  * (ggml's repacked gemv), so its bits. Chunks outer, positions inner: one integer accumulator per position. */
 INLINE void tile_q2k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                      float *y, int ldy, int p0, size_t pf) {
-    float s[4][4] = {{0}}, m[4][4] = {{0}};
+    __m256 sm[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i m3 = _mm256_set1_epi8(3);
     const __m128i m15 = _mm_set1_epi8(15);
     for (int b = 0; b < nb; b++) {
         prefetch_block(R, wr, (size_t)b * 84, 84, pf);
+        const __m256 xd = chains_xd(P, xp, b);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 84;
-            const __m128i sm = _mm_loadu_si128((const __m128i *)(const void *)blk);
-            const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sm, m15));
-            const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m15));
+            const __m128i smb = _mm_loadu_si128((const __m128i *)(const void *)blk); /* scales | mins */
+            const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(smb, m15));
+            const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(smb, 4), m15));
             const __m256i svl = _mm256_permute2x128_si256(sc16, sc16, 0x00), svh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
             __m256i acc[4];
 #pragma GCC unroll 4
@@ -217,19 +243,26 @@ INLINE void tile_q2k(int R, int P, const unsigned char *const *wr, const int *ri
                     }
                 }
             }
-            const float dw = blk_d(blk + 80), dmw = blk_d(blk + 82);
+            __m256i mp[4];
 #pragma GCC unroll 4
-            for (int j = 0; j < P; j++) {
-                const act_q8k *x = &xp[j][b];
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
-                int32_t is, ms;
-                sum_is_ms(acc[j], _mm256_madd_epi16(mn16, bs), &is, &ms);
-                s[i][j] = fmaf((float)is, dw * x->d, s[i][j]);
-                m[i][j] = fmaf((float)ms, dmw * x->d, m[i][j]);
-            }
+            for (int j = 0; j < P; j++)
+                mp[j] = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].bsums));
+            sm[i] = chains_sm(P, acc, mp, blk + 80, xd, sm[i]);
         }
     }
-    tile_store(R, P, NULL, s, m, y, ldy, p0, ri);
+    chains_store(R, P, sm, y, ldy, p0, ri);
+}
+
+/* Q3_K's 16 signed 6-bit scales (12 bytes at blk + 96) by ggml's 32-bit mask steps */
+INLINE __m128i q3k_scales(const unsigned char *blk) {
+    uint32_t a[3];
+    memcpy(a, blk + 96, 12);
+    const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
+    return _mm_sub_epi8(_mm_set_epi32((int)(((a[1] >> 4) & k2) | (((a[2] >> 6) & k1) << 4)),
+                                      (int)(((a[0] >> 4) & k2) | (((a[2] >> 4) & k1) << 4)),
+                                      (int)((a[1] & k2) | (((a[2] >> 2) & k1) << 4)),
+                                      (int)((a[0] & k2) | ((a[2] & k1) << 4))),
+                        _mm_set1_epi8(32));
 }
 
 /* Q3_K straight from its layout: the 16 signed 6-bit scales by ggml's 32-bit mask steps, chunk c = 4h + j from bits
@@ -246,15 +279,7 @@ INLINE void tile_q3k(int R, int P, const unsigned char *const *wr, const int *ri
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 110;
-            uint32_t a[3];
-            memcpy(a, blk + 96, 12);
-            const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
-            const __m128i s8 = _mm_sub_epi8(_mm_set_epi32((int)(((a[1] >> 4) & k2) | (((a[2] >> 6) & k1) << 4)),
-                                                          (int)(((a[0] >> 4) & k2) | (((a[2] >> 4) & k1) << 4)),
-                                                          (int)((a[1] & k2) | (((a[2] >> 2) & k1) << 4)),
-                                                          (int)((a[0] & k2) | ((a[2] & k1) << 4))),
-                                            _mm_set1_epi8(32));
-            const __m256i sc16 = _mm256_cvtepi8_epi16(s8);
+            const __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales(blk));
             const __m256i svl = _mm256_permute2x128_si256(sc16, sc16, 0x00), svh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
             /* the high bits inverted: 4 where bit c of hmask[l] is clear */
             const __m256i nh = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)blk), _mm256_set1_epi8(-1));
@@ -336,16 +361,257 @@ INLINE void tile_q5k(int R, int P, const unsigned char *const *wr, const int *ri
     tile_store(R, P, facc, summs, NULL, y, ldy, p0, ri);
 }
 
+#ifdef KERN_ROWS_AVX512
+/* ------------------------------------------------------------------ the AVX-512 build: two chunks per vector
+ * A 512-bit vector holds the levels of two 32-value chunks whose activations are adjacent (chunks c and c + 1 of
+ * the super-block: x.qs + 32c, 64 bytes), so one load, one maddubs and one dpwssd (madd + add) serve both. Its
+ * accumulator's lane i (low half) sums the 4-value groups of the even chunks, lane 8 + i those of the odd ones;
+ * fold512 adds the halves: the ymm kernel's lanes exactly (integer sums), so the float steps after are unchanged. */
+enum { HI16 = (int)0xFFFF0000 }; /* the 16-bit lanes of the upper 256 bits */
+INLINE __m512i bcast256(const unsigned char *p) { return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)p)); }
+INLINE __m512i xload(const act_q8k *x, int off) { return _mm512_loadu_si512((const void *)(x->qs + off)); }
+INLINE __m256i fold512(__m512i v) { return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)); }
+/* v with its upper 256 bits shifted right by s bits per 16-bit lane (the lower ones kept) */
+INLINE __m512i hi_srli(__m512i v, unsigned s) { return _mm512_mask_srli_epi16(v, (__mmask32)HI16, v, s); }
+/* the int16 scale vector whose 16-bit lane w holds scale base + w / 8 (groups of 16 values: 4 per 64) or, with
+ * wide, base + w / 16 (groups of 32), of the scales held as int16 in the low 256 bits of s */
+INLINE __m512i scale_quad(__m512i s, int base, int wide) {
+    const __m256i lo = wide ? _mm256_set1_epi16((short)base)
+                            : _mm256_set_m128i(_mm_set1_epi16((short)(base + 1)), _mm_set1_epi16((short)base));
+    const __m256i hi = wide ? _mm256_set1_epi16((short)(base + 1))
+                            : _mm256_set_m128i(_mm_set1_epi16((short)(base + 3)), _mm_set1_epi16((short)(base + 2)));
+    return _mm512_permutexvar_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), s);
+}
+
+/* Q4_K: chunks 2c (low nibbles) and 2c + 1 (high nibbles) of the same 32 bytes */
+INLINE void tile_q4k_512(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                         float *y, int ldy, int p0, size_t pf) {
+    __m256 sm[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m512i m15 = _mm512_set1_epi8(15);
+    for (int b = 0; b < nb; b++) {
+        prefetch_block(R, wr, (size_t)b * 144, 144, pf);
+        const __m256 xd = chains_xd(P, xp, b);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 144;
+            __m256i sv, mnd;
+            q45_scale_vecs(blk, &sv, &mnd);
+            const __m512i sv5 = _mm512_castsi256_si512(sv);
+            __m512i acc[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) acc[j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m512i q = bcast256(blk + 16 + 32 * c);
+                const __m512i u = _mm512_and_si512(hi_srli(q, 4), m15);
+                const __m512i scs = scale_quad(sv5, 2 * c, 1);
+#pragma GCC unroll 4
+                for (int j = 0; j < P; j++)
+                    acc[j] = _mm512_dpwssd_epi32(acc[j], _mm512_maddubs_epi16(u, xload(&xp[j][b], 64 * c)), scs);
+            }
+            __m256i ia[4], mp[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) {
+                ia[j] = fold512(acc[j]);
+                mp[j] = _mm256_madd_epi16(mnd, _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].bsums));
+            }
+            sm[i] = chains_sm(P, ia, mp, blk, xd, sm[i]);
+        }
+    }
+    chains_store(R, P, sm, y, ldy, p0, ri);
+}
+
+/* Q6_K: chunks 4h + e and 4h + e + 1 (e = 0, 2): ql bytes 64h.. as one 64-byte load (l0 | l1), qh broadcast with
+ * its upper copy shifted by 2 */
+INLINE void tile_q6k_512(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                         float *y, int ldy, int p0, size_t pf) {
+    __m256 acc[4][4];
+    tile_zero(R, P, acc);
+    const __m512i m15 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    for (int b = 0; b < nb; b++) {
+        prefetch_block(R, wr, (size_t)b * 210, 210, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 210;
+            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(blk + 192)));
+            const __m512i sc5 = _mm512_castsi256_si512(sc16);
+            __m512i lanes[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) lanes[j] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m512i l = _mm512_loadu_si512((const void *)(blk + 64 * h));
+                const __m512i qh = hi_srli(bcast256(blk + 128 + 32 * h), 2);
+                __m512i u[2];
+                u[0] = _mm512_or_si512(_mm512_and_si512(l, m15), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4));
+                u[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m15),
+                                       _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4));
+#pragma GCC unroll 2
+                for (int e = 0; e < 2; e++) {
+                    const int c = 4 * h + 2 * e;
+                    const __m512i scs = scale_quad(sc5, 2 * c, 0);
+#pragma GCC unroll 4
+                    for (int j = 0; j < P; j++)
+                        lanes[j] = _mm512_dpwssd_epi32(lanes[j], _mm512_maddubs_epi16(u[e], xload(&xp[j][b], 32 * c)), scs);
+                }
+            }
+            const float dw = blk_d(blk + 208);
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) {
+                const act_q8k *x = &xp[j][b];
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
+                const __m256i l8 = _mm256_sub_epi32(fold512(lanes[j]), _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
+                acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(l8), acc[i][j]);
+            }
+        }
+    }
+    tile_store(R, P, acc, NULL, NULL, y, ldy, p0, ri);
+}
+
+/* Q2_K: chunks 4h + k and 4h + k + 1 (k = 0, 2) from qs[32h..] (the upper copy shifted by 2 more); the levels
+ * (0..3) times their group scales (0..15) fit a byte, and one 16-bit multiply makes both bytes of a lane (the low
+ * byte's product < 256 carries nothing), so one dpbusd per 64 values and position gives the exact isum */
+INLINE void tile_q2k_512(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                         float *y, int ldy, int p0, size_t pf) {
+    __m256 sm[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m512i m3 = _mm512_set1_epi8(3);
+    const __m128i m15 = _mm_set1_epi8(15);
+    for (int b = 0; b < nb; b++) {
+        prefetch_block(R, wr, (size_t)b * 84, 84, pf);
+        const __m256 xd = chains_xd(P, xp, b);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 84;
+            const __m128i smb = _mm_loadu_si128((const __m128i *)(const void *)blk); /* scales | mins */
+            const __m512i sc5 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(smb, m15)));
+            const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(smb, 4), m15));
+            __m512i acc[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) acc[j] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m512i q2 = hi_srli(bcast256(blk + 16 + 32 * h), 2);
+#pragma GCC unroll 2
+                for (int k = 0; k < 4; k += 2) {
+                    const __m512i u = _mm512_and_si512(k ? _mm512_srli_epi16(q2, 2 * k) : q2, m3);
+                    const __m512i w = _mm512_mullo_epi16(u, scale_quad(sc5, 8 * h + 2 * k, 0));
+#pragma GCC unroll 4
+                    for (int j = 0; j < P; j++) acc[j] = _mm512_dpbusd_epi32(acc[j], w, xload(&xp[j][b], 128 * h + 32 * k));
+                }
+            }
+            __m256i ia[4], mp[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) {
+                ia[j] = fold512(acc[j]);
+                mp[j] = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].bsums));
+            }
+            sm[i] = chains_sm(P, ia, mp, blk + 80, xd, sm[i]);
+        }
+    }
+    chains_store(R, P, sm, y, ldy, p0, ri);
+}
+
+/* Q3_K: chunks 4h + k and 4h + k + 1 (k = 0, 2) as Q2_K's, the inverted high bits with the upper copy shifted by 1
+ * (bit c + 1 where the lower copy has bit c) */
+INLINE void tile_q3k_512(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                         float *y, int ldy, int p0, size_t pf) {
+    __m256 facc[4][4];
+    tile_zero(R, P, facc);
+    const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(4);
+    for (int b = 0; b < nb; b++) {
+        prefetch_block(R, wr, (size_t)b * 110, 110, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 110;
+            const __m512i sc5 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(q3k_scales(blk)));
+            const __m512i nh = hi_srli(_mm512_xor_si512(bcast256(blk), _mm512_set1_epi8(-1)), 1);
+            __m512i lanes[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) lanes[j] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m512i q3 = hi_srli(bcast256(blk + 32 + 32 * h), 2);
+#pragma GCC unroll 2
+                for (int k = 0; k < 4; k += 2) {
+                    const int c = 4 * h + k;
+                    const __m512i lo = _mm512_and_si512(k ? _mm512_srli_epi16(q3, 2 * k) : q3, m3);
+                    const __m512i hi = _mm512_and_si512(c <= 2 ? _mm512_slli_epi16(nh, 2 - c) : _mm512_srli_epi16(nh, c - 2), m4);
+                    const __m512i scs = scale_quad(sc5, 8 * h + 2 * k, 0);
+#pragma GCC unroll 4
+                    for (int j = 0; j < P; j++) {
+                        const __m512i q = xload(&xp[j][b], 32 * c);
+                        const __m512i pr = _mm512_sub_epi16(_mm512_maddubs_epi16(lo, q), _mm512_maddubs_epi16(hi, q));
+                        lanes[j] = _mm512_dpwssd_epi32(lanes[j], pr, scs);
+                    }
+                }
+            }
+            const float dw = blk_d(blk + 108);
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++)
+                facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(xp[j][b].d * dw), _mm256_cvtepi32_ps(fold512(lanes[j])), facc[i][j]);
+        }
+    }
+    tile_store(R, P, facc, NULL, NULL, y, ldy, p0, ri);
+}
+
+/* Q5_K: chunks 2j (low nibbles) and 2j + 1 (high nibbles) of the same 32 bytes, qh with its upper copy shifted by
+ * 1 (bit c + 1 where the lower copy has bit c) */
+INLINE void tile_q5k_512(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                         float *y, int ldy, int p0, size_t pf) {
+    __m256 facc[4][4];
+    float summs[4][4] = {{0}};
+    tile_zero(R, P, facc);
+    const __m512i m15 = _mm512_set1_epi8(15), m16 = _mm512_set1_epi8(16);
+    for (int b = 0; b < nb; b++) {
+        prefetch_block(R, wr, (size_t)b * 176, 176, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 176;
+            __m256i sv, mnd;
+            q45_scale_vecs(blk, &sv, &mnd);
+            const __m512i sv5 = _mm512_castsi256_si512(sv);
+            const __m512i qh = hi_srli(bcast256(blk + 16), 1);
+            __m512i lanes[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) lanes[j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int jj = 0; jj < 4; jj++) {
+                const int c = 2 * jj;
+                const __m512i lo = _mm512_and_si512(hi_srli(bcast256(blk + 48 + 32 * jj), 4), m15);
+                const __m512i hb = _mm512_and_si512(c <= 4 ? _mm512_slli_epi16(qh, 4 - c) : _mm512_srli_epi16(qh, c - 4), m16);
+                const __m512i u = _mm512_or_si512(lo, hb);
+                const __m512i scs = scale_quad(sv5, c, 1);
+#pragma GCC unroll 4
+                for (int j = 0; j < P; j++)
+                    lanes[j] = _mm512_dpwssd_epi32(lanes[j], _mm512_maddubs_epi16(u, xload(&xp[j][b], 32 * c)), scs);
+            }
+            const float dw = blk_d(blk), dmw = blk_d(blk + 2);
+#pragma GCC unroll 4
+            for (int j = 0; j < P; j++) {
+                const act_q8k *x = &xp[j][b];
+                facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(fold512(lanes[j])), facc[i][j]);
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
+                summs[i][j] = fmaf(-x->d * dmw, (float)hsum_i32(_mm256_madd_epi16(mnd, bs)), summs[i][j]);
+            }
+        }
+    }
+    tile_store(R, P, facc, summs, NULL, y, ldy, p0, ri);
+}
+#define TILE_KQ(name) name##_512
+#else
+#define TILE_KQ(name) name
+#endif
+
 /* R rows x P positions over all super-blocks, straight from each type's layout: per (row, position) the scalar
  * table's float chains (llama.cpp's, kquant.h), so its bits */
 INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                     float *y, int ldy, int p0, size_t pf) {
     switch (t) {
-    case GGML_Q2_K: tile_q2k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
-    case GGML_Q3_K: tile_q3k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
-    case GGML_Q4_K: tile_q4k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
-    case GGML_Q5_K: tile_q5k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
-    default: tile_q6k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    case GGML_Q2_K: TILE_KQ(tile_q2k)(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    case GGML_Q3_K: TILE_KQ(tile_q3k)(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    case GGML_Q4_K: TILE_KQ(tile_q4k)(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    case GGML_Q5_K: TILE_KQ(tile_q5k)(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    default: TILE_KQ(tile_q6k)(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
     }
 }
 

@@ -69,7 +69,7 @@ static void check_type(const kern_ops *ops, uint32_t type, const kern_ops *same)
         unsigned char *w = make_weights(type, rows, cols);
         size_t rb = ggml_row_bytes(type, cols);
         /* blocks 1..16, and around and past the kernels' 32-position groups */
-        static const int blocks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 31, 33, 40, 64, 257};
+        static const int blocks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 31, 33, 40, 47, 48, 64, 257};
         for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
             int n = blocks[bi];
             float *x = malloc((size_t)n * cols * sizeof *x);

@@ -1,5 +1,5 @@
-/* kern_rows_kq: the K-quant matmul kernels (kern_mm, kern.h) of the avx2 and avx512 tables: blocks of fewer than
- * KERN_TILE_KQ_MIN positions row by row (kern_rows_kq_avx2.c), longer ones through the 8-rows-in-the-lanes tile
+/* kern_rows_kq: the K-quant matmul kernels (kern_mm, kern.h) of the avx2 and avx512 tables: blocks of up to 20-48
+ * positions (by type and table) row by row (kern_rows_kq_avx2.c), longer ones through the 8-rows-in-the-lanes tile
  * (kern_tile.h). Every output has the scalar table's bits (kquant.h), whatever the block size or table. */
 #ifndef SD_KERNELS_KERN_ROWS_KQ_H
 #define SD_KERNELS_KERN_ROWS_KQ_H

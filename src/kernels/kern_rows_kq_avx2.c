@@ -617,12 +617,15 @@ INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const i
 
 ROWS_OVER_TILES(rows_kq, act_q8k, QK_K, tile_kq)
 
-/* Blocks of KERN_TILE_KQ_MIN positions or more through the 8-rows-in-the-lanes tile (kern_tile_kq_avx2.c), smaller
- * ones through the per-row kernel above; both compute the per-row chains (llama.cpp's, kquant.h), so the same bits. */
-#define KQ_MM(name, ROWS, TILE)                                                                                   \
+/* Blocks of `min` positions or more through the 8-rows-in-the-lanes tile (kern_tile_kq_avx2.c), smaller ones through
+ * the per-row kernel above; both compute the per-row chains (llama.cpp's, kquant.h), so the same bits. The tile
+ * stages every super-block of its rows before any position uses it (a cost per block, ~190 ms a pass for TinyLlama
+ * shapes on 1 thread) and then costs less per position, so it pays only for long blocks: the crossovers measured on
+ * tl-T.gguf files (`specdec bench block -t 1 --ctx 16 --ks 8,16,32,48`, both paths forced) are the minimums below. */
+#define KQ_MM(name, ROWS, TILE, min)                                                                              \
     void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y, int ldy,    \
               int r0, int r1) {                                                                                   \
-        if (n >= KERN_TILE_KQ_MIN) TILE(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                   \
+        if (n >= (min)) TILE(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                              \
         else ROWS(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                                         \
     }
 /* 2 rows x 4 positions per tile */
@@ -632,16 +635,16 @@ ROWS_MM(mm_q4_k_rows, rows_kq, GGML_Q4_K, 2, 4)
 ROWS_MM(mm_q5_k_rows, rows_kq, GGML_Q5_K, 2, 4)
 ROWS_MM(mm_q6_k_rows, rows_kq, GGML_Q6_K, 2, 4)
 #ifdef KERN_ROWS_AVX512
-KQ_MM(kern_rows_kq_mm_q2_k_vnni, mm_q2_k_rows, kern_tile_mm_q2_k_vnni)
-KQ_MM(kern_rows_kq_mm_q3_k_vnni, mm_q3_k_rows, kern_tile_mm_q3_k_vnni)
-KQ_MM(kern_rows_kq_mm_q4_k_vnni, mm_q4_k_rows, kern_tile_mm_q4_k_vnni)
-KQ_MM(kern_rows_kq_mm_q5_k_vnni, mm_q5_k_rows, kern_tile_mm_q5_k_vnni)
-KQ_MM(kern_rows_kq_mm_q6_k_vnni, mm_q6_k_rows, kern_tile_mm_q6_k_vnni)
+KQ_MM(kern_rows_kq_mm_q2_k_vnni, mm_q2_k_rows, kern_tile_mm_q2_k_vnni, 40)
+KQ_MM(kern_rows_kq_mm_q3_k_vnni, mm_q3_k_rows, kern_tile_mm_q3_k_vnni, 48)
+KQ_MM(kern_rows_kq_mm_q4_k_vnni, mm_q4_k_rows, kern_tile_mm_q4_k_vnni, 24)
+KQ_MM(kern_rows_kq_mm_q5_k_vnni, mm_q5_k_rows, kern_tile_mm_q5_k_vnni, 24)
+KQ_MM(kern_rows_kq_mm_q6_k_vnni, mm_q6_k_rows, kern_tile_mm_q6_k_vnni, 48)
 #else
-KQ_MM(kern_rows_kq_mm_q2_k, mm_q2_k_rows, kern_tile_mm_q2_k)
-KQ_MM(kern_rows_kq_mm_q3_k, mm_q3_k_rows, kern_tile_mm_q3_k)
-KQ_MM(kern_rows_kq_mm_q4_k, mm_q4_k_rows, kern_tile_mm_q4_k)
-KQ_MM(kern_rows_kq_mm_q5_k, mm_q5_k_rows, kern_tile_mm_q5_k)
-KQ_MM(kern_rows_kq_mm_q6_k, mm_q6_k_rows, kern_tile_mm_q6_k)
+KQ_MM(kern_rows_kq_mm_q2_k, mm_q2_k_rows, kern_tile_mm_q2_k, 32)
+KQ_MM(kern_rows_kq_mm_q3_k, mm_q3_k_rows, kern_tile_mm_q3_k, 48)
+KQ_MM(kern_rows_kq_mm_q4_k, mm_q4_k_rows, kern_tile_mm_q4_k, 20)
+KQ_MM(kern_rows_kq_mm_q5_k, mm_q5_k_rows, kern_tile_mm_q5_k, 32)
+KQ_MM(kern_rows_kq_mm_q6_k, mm_q6_k_rows, kern_tile_mm_q6_k, 48)
 #endif
 #endif

@@ -14,9 +14,8 @@
 kern_mm kern_tile_mm_q4_0;
 
 /* K-quants (x as act_q8k rows), kern_tile_kq_avx2.c: the per-row kernel's float chains (kern.c, kquant.h) per
- * (row, position) with the integer sums of 8 rows at once, so the same bits; pays for blocks of KERN_TILE_KQ_MIN
- * positions or more (the per-row kernel of kern_avx2.c takes smaller blocks). */
-enum { KERN_TILE_KQ_MIN = 6 };
+ * (row, position) with the integer sums of 8 rows at once, so the same bits; pays for long blocks only (the
+ * per-row kernels of kern_rows_kq_avx2.c take the others: kern_rows_kq.h). */
 kern_mm kern_tile_mm_q2_k, kern_tile_mm_q3_k, kern_tile_mm_q4_k, kern_tile_mm_q5_k, kern_tile_mm_q6_k;
 
 /* The same kernels built with AVX-512 (kern_tile_avx512.c, kern_tile_kq_avx512.c: both row halves in one 512-bit

@@ -71,45 +71,80 @@ INLINE void tile_store(int R, int P, const __m256 acc[4][4], const float add[4][
 }
 
 
-/* The two fma chains of Q4_K and Q2_K (ggml's repacked gemv, kquant.h) of one row over P positions for one
- * super-block, vectorised: lane j (< P) of sm is s = fma((float)isum_j, d * x_j.d, s), lane 4 + j is
- * m = fma((float)msum_j, dmin * x_j.d, m). ia[j]: 8 int32 lanes that add up to isum_j (any order: exact), mp[j] those
- * of msum_j; dd: the super-block's d and dmin (two fp16); xd: x_j.d in lanes j and 4 + j (0 beyond P). Each lane
- * takes the scalar steps (the same conversion, product and fma), so the scalar table's bits. */
-INLINE __m256 chains_sm(int P, const __m256i ia[4], const __m256i mp[4], const unsigned char *dd, __m256 xd, __m256 sm) {
+/* The two fma chains of Q4_K and Q2_K (ggml's repacked gemv, kquant.h), vectorised: per (row, position) and
+ * super-block s = fma((float)isum, d * x.d, s) and m = fma((float)msum, dmin * x.d, m), the result s - m. A chain
+ * vector holds 4 (row, position) pairs: s in lanes 0-3, m in lanes 4-7. Blocks of several positions keep one per
+ * row (lane j: position j), decode (one position) one for all the tile's rows (lane i: row i), so a super-block
+ * takes one reduction per row, or one per row group. Each lane takes the scalar steps (the same conversion, product
+ * and fma), so the scalar table's bits. */
+typedef struct chains {
+    __m256 sm[4];          /* per row (blocks) or sm[0] (decode) */
+    __m256i ia[4], mp[4];  /* decode: each row's isum and msum lanes, until chains_block */
+    uint32_t dd[4];        /* decode: each row's d and dmin (two fp16) */
+} chains;
+
+/* lane L's sums: the 8 int32 lanes of ia[L] (isum) and mp[L] (msum) added (exact, any order), L < NL; d and dmin
+ * of lane L's row in lanes L and 4 + L of dv; x.d in lanes L and 4 + L of xd */
+INLINE __m256 chains_sm(int NL, const __m256i ia[4], const __m256i mp[4], __m256 dv, __m256 xd, __m256 sm) {
     const __m256i z = _mm256_setzero_si256();
-    const __m256i a01 = _mm256_hadd_epi32(ia[0], P > 1 ? ia[1] : z), m01 = _mm256_hadd_epi32(mp[0], P > 1 ? mp[1] : z);
-    const __m256i a23 = P > 2 ? _mm256_hadd_epi32(ia[2], P > 3 ? ia[3] : z) : z;
-    const __m256i m23 = P > 2 ? _mm256_hadd_epi32(mp[2], P > 3 ? mp[3] : z) : z;
-    const __m256i ga = _mm256_hadd_epi32(a01, a23), gm = _mm256_hadd_epi32(m01, m23); /* [j: lanes 0-3 | j: 4-7] */
+    const __m256i a01 = _mm256_hadd_epi32(ia[0], NL > 1 ? ia[1] : z), m01 = _mm256_hadd_epi32(mp[0], NL > 1 ? mp[1] : z);
+    const __m256i a23 = NL > 2 ? _mm256_hadd_epi32(ia[2], NL > 3 ? ia[3] : z) : z;
+    const __m256i m23 = NL > 2 ? _mm256_hadd_epi32(mp[2], NL > 3 ? mp[3] : z) : z;
+    const __m256i ga = _mm256_hadd_epi32(a01, a23), gm = _mm256_hadd_epi32(m01, m23); /* [L: lanes 0-3 | L: 4-7] */
     const __m256i v = _mm256_add_epi32(_mm256_permute2x128_si256(ga, gm, 0x20), _mm256_permute2x128_si256(ga, gm, 0x31));
-    uint32_t h2;
-    memcpy(&h2, dd, 4);
-    const __m256 dv = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi32_si128((int)h2))),
-                                               _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(dv, xd), sm);
 }
-/* xd for chains_sm: x_j.d of super-block b in lanes j and 4 + j */
+/* dv from 4 (d, dmin) fp16 pairs, one per lane */
+INLINE __m256 chains_dv(__m128i dd) {
+    return _mm256_permutevar8x32_ps(_mm256_cvtph_ps(dd), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+}
+INLINE void chains_init(chains *c) {
+    for (int i = 0; i < 4; i++) c->sm[i] = _mm256_setzero_ps();
+}
+/* xd of super-block b: blocks x_j.d in lanes j and 4 + j (0 beyond P), decode x_0.d in every lane */
 INLINE __m256 chains_xd(int P, const act_q8k *const *xp, int b) {
-    const __m128 x4 = _mm_setr_ps(xp[0][b].d, P > 1 ? xp[1][b].d : 0.0f, P > 2 ? xp[2][b].d : 0.0f, P > 3 ? xp[3][b].d : 0.0f);
+    if (P == 1) return _mm256_set1_ps(xp[0][b].d);
+    const __m128 x4 = _mm_setr_ps(xp[0][b].d, xp[1][b].d, P > 2 ? xp[2][b].d : 0.0f, P > 3 ? xp[3][b].d : 0.0f);
     return _mm256_set_m128(x4, x4);
 }
-/* the R rows' chains (sm[i]) into y: s - m, as the scalar table */
-INLINE void chains_store(int R, int P, const __m256 sm[4], float *y, int ldy, int p0, const int *ri) {
-    float s[4][4], m[4][4];
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++) {
-        float v[8];
-        _mm256_storeu_ps(v, sm[i]);
-#pragma GCC unroll 4
-        for (int j = 0; j < P; j++) s[i][j] = v[j], m[i][j] = v[4 + j];
+/* row i's sums of super-block b (ia[j], mp[j] for its P positions; dd: its d and dmin) */
+INLINE void chains_row(chains *c, int P, int i, const __m256i ia[4], const __m256i mp[4], const unsigned char *dd, __m256 xd) {
+    uint32_t h2;
+    memcpy(&h2, dd, 4);
+    if (P > 1) {
+        c->sm[i] = chains_sm(P, ia, mp, chains_dv(_mm_set1_epi32((int)h2)), xd, c->sm[i]);
+    } else {
+        c->ia[i] = ia[0], c->mp[i] = mp[0], c->dd[i] = h2;
     }
+}
+/* after the R rows of super-block b: decode's one reduction */
+INLINE void chains_block(chains *c, int R, int P, __m256 xd) {
+    if (P == 1) {
+        const __m128i dd = _mm_setr_epi32((int)c->dd[0], R > 1 ? (int)c->dd[1] : 0, R > 2 ? (int)c->dd[2] : 0,
+                                          R > 3 ? (int)c->dd[3] : 0);
+        c->sm[0] = chains_sm(R, c->ia, c->mp, chains_dv(dd), xd, c->sm[0]);
+    }
+}
+/* the chains into y: s - m, as the scalar table */
+INLINE void chains_store(const chains *c, int R, int P, float *y, int ldy, int p0, const int *ri) {
+    float s[4][4], m[4][4], v[4][8];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+        if (P > 1 || i == 0) _mm256_storeu_ps(v[i], c->sm[i]);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < P; j++) {
+            s[i][j] = P > 1 ? v[i][j] : v[0][i];
+            m[i][j] = P > 1 ? v[i][4 + j] : v[0][4 + i];
+        }
     tile_store(R, P, NULL, s, m, y, ldy, p0, ri);
 }
 
 INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                      float *y, int ldy, int p0, size_t pf) {
-    __m256 sm[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    chains ch;
+    chains_init(&ch);
     const __m256i m15 = _mm256_set1_epi8(15);
     for (int b = 0; b < nb; b++) {
         prefetch_block(R, wr, (size_t)b * 144, 144, pf);
@@ -138,10 +173,11 @@ INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri
                 ia[j] = acc;
                 mp[j] = _mm256_madd_epi16(mnd, _mm256_loadu_si256((const __m256i *)(const void *)x->bsums));
             }
-            sm[i] = chains_sm(P, ia, mp, blk, xd, sm[i]);
+            chains_row(&ch, P, i, ia, mp, blk, xd);
         }
+        chains_block(&ch, R, P, xd);
     }
-    chains_store(R, P, sm, y, ldy, p0, ri);
+    chains_store(&ch, R, P, y, ldy, p0, ri);
 }
 
 /* Q6_K straight from its layout (blocks of few positions, decode): per 32-value chunk c the 6-bit levels from the
@@ -213,7 +249,8 @@ INLINE __m256i scale_pair(__m256i sv, int k) {
  * (ggml's repacked gemv), so its bits. Chunks outer, positions inner: one integer accumulator per position. */
 INLINE void tile_q2k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                      float *y, int ldy, int p0, size_t pf) {
-    __m256 sm[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    chains ch;
+    chains_init(&ch);
     const __m256i m3 = _mm256_set1_epi8(3);
     const __m128i m15 = _mm_set1_epi8(15);
     for (int b = 0; b < nb; b++) {
@@ -247,10 +284,11 @@ INLINE void tile_q2k(int R, int P, const unsigned char *const *wr, const int *ri
 #pragma GCC unroll 4
             for (int j = 0; j < P; j++)
                 mp[j] = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].bsums));
-            sm[i] = chains_sm(P, acc, mp, blk + 80, xd, sm[i]);
+            chains_row(&ch, P, i, acc, mp, blk + 80, xd);
         }
+        chains_block(&ch, R, P, xd);
     }
-    chains_store(R, P, sm, y, ldy, p0, ri);
+    chains_store(&ch, R, P, y, ldy, p0, ri);
 }
 
 /* Q3_K's 16 signed 6-bit scales (12 bytes at blk + 96) by ggml's 32-bit mask steps */
@@ -386,7 +424,8 @@ INLINE __m512i scale_quad(__m512i s, int base, int wide) {
 /* Q4_K: chunks 2c (low nibbles) and 2c + 1 (high nibbles) of the same 32 bytes */
 INLINE void tile_q4k_512(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                          float *y, int ldy, int p0, size_t pf) {
-    __m256 sm[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    chains ch;
+    chains_init(&ch);
     const __m512i m15 = _mm512_set1_epi8(15);
     for (int b = 0; b < nb; b++) {
         prefetch_block(R, wr, (size_t)b * 144, 144, pf);
@@ -415,10 +454,11 @@ INLINE void tile_q4k_512(int R, int P, const unsigned char *const *wr, const int
                 ia[j] = fold512(acc[j]);
                 mp[j] = _mm256_madd_epi16(mnd, _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].bsums));
             }
-            sm[i] = chains_sm(P, ia, mp, blk, xd, sm[i]);
+            chains_row(&ch, P, i, ia, mp, blk, xd);
         }
+        chains_block(&ch, R, P, xd);
     }
-    chains_store(R, P, sm, y, ldy, p0, ri);
+    chains_store(&ch, R, P, y, ldy, p0, ri);
 }
 
 /* Q6_K: chunks 4h + e and 4h + e + 1 (e = 0, 2): ql bytes 64h.. as one 64-byte load (l0 | l1), qh broadcast with
@@ -473,7 +513,8 @@ INLINE void tile_q6k_512(int R, int P, const unsigned char *const *wr, const int
  * byte's product < 256 carries nothing), so one dpbusd per 64 values and position gives the exact isum */
 INLINE void tile_q2k_512(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                          float *y, int ldy, int p0, size_t pf) {
-    __m256 sm[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    chains ch;
+    chains_init(&ch);
     const __m512i m3 = _mm512_set1_epi8(3);
     const __m128i m15 = _mm_set1_epi8(15);
     for (int b = 0; b < nb; b++) {
@@ -505,10 +546,11 @@ INLINE void tile_q2k_512(int R, int P, const unsigned char *const *wr, const int
                 ia[j] = fold512(acc[j]);
                 mp[j] = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].bsums));
             }
-            sm[i] = chains_sm(P, ia, mp, blk + 80, xd, sm[i]);
+            chains_row(&ch, P, i, ia, mp, blk + 80, xd);
         }
+        chains_block(&ch, R, P, xd);
     }
-    chains_store(R, P, sm, y, ldy, p0, ri);
+    chains_store(&ch, R, P, y, ldy, p0, ri);
 }
 
 /* Q3_K: chunks 4h + k and 4h + k + 1 (k = 0, 2) as Q2_K's, the inverted high bits with the upper copy shifted by 1

@@ -31,11 +31,15 @@ $CLI gen-model --embed "$SMALL" --dim 384 --type q8_0 -o "$tdir/q.gguf" >/dev/nu
     $CLI generate -m "$tdir/q.gguf" -p "Once upon a time" -n 20 --temp 0 -t 1 >/dev/null 2>"$err" && ok ||
     bad "embed q8_0: $(cat "$err")"
 
-# K-quants: dim 768 (whole 256-blocks) as q4_k; dim 384 falls back per matrix (as gen-model does)
-for shape in "--dim 768 --ffn 512" "--dim 384"; do
-    $CLI gen-model --embed "$SMALL" $shape --type q4_k -o "$tdir/k.gguf" >/dev/null 2>"$err" &&
+# K-quants: dim 768 (whole 256-blocks) as q4_k and as llama.cpp's q4_k_m mix; dim 384 falls back per matrix (as
+# gen-model does)
+for tshape in "q4_k --dim 768 --ffn 512" "q4_k_m --dim 768 --ffn 512" "q4_k --dim 384"; do
+    set -- $tshape
+    type=$1
+    shift
+    $CLI gen-model --embed "$SMALL" "$@" --type $type -o "$tdir/k.gguf" >/dev/null 2>"$err" &&
         $CLI generate -m "$tdir/k.gguf" -p "Once upon a time" -n 20 --temp 0 -t 1 >/dev/null 2>"$err" && ok ||
-        bad "embed q4_k $shape: $(cat "$err")"
+        bad "embed $tshape: $(cat "$err")"
 done
 # bad arguments: a non-zero exit and a message naming the problem; nothing written
 expect_err() { # expect_err "what" "pattern" args...

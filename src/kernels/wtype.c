@@ -146,7 +146,7 @@ bool wtype_from_name(const char *name, uint32_t *type) {
     return false;
 }
 
-const char *wtype_names(void) { return "f32, f16, bf16, q8_0, q4_0, q2_K, q3_K, q4_K, q5_K, q6_K"; }
+const char *wtype_names(void) { return WTYPE_NAMES; }
 
 bool ggml_type_layout(uint32_t type, int *block_elems, int *block_bytes) {
     const wtype_info *t = wtype_get(type);

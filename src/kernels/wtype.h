@@ -38,7 +38,8 @@ const wtype_info *wtype_at(int i);
 const wtype_info *wtype_get(uint32_t type);
 /* The type named `name` (case-insensitive: "q4_k" and "q4_K"): true and *type set, false for other names. */
 bool wtype_from_name(const char *name, uint32_t *type);
-/* "f32, f16, ..." : every type's name, for messages (a static string). */
+/* "f32, f16, ..." : every type's name, for messages (a static string: WTYPE_NAMES). */
+#define WTYPE_NAMES "f32, f16, bf16, q8_0, q4_0, q2_K, q3_K, q4_K, q5_K, q6_K"
 const char *wtype_names(void);
 
 /* Layout of ggml types: elements per block and bytes per block; false for types this project does not know. */

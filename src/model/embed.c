@@ -22,6 +22,7 @@
 
 #include "io/gguf.h"
 #include "io/gguf_write.h"
+#include "model/wmix.h"
 #include "model/model.h"
 #include "sample/rng.h"
 #include "util/err.h"
@@ -150,9 +151,9 @@ static sd_status embed_shape(const hparams *h0, const sd_embed_params *p, int *H
 sd_status sd_model_embed(const sd_embed_params *p, const char *out_path, sd_error *err) {
     if (!p || !out_path || !p->small_path || !p->type)
         return err_set(err, SD_ERR_ARG, "sd_model_embed: small model path, type and output path are required");
-    uint32_t type;
-    if (!wtype_from_name(p->type, &type))
-        return err_set(err, SD_ERR_ARG, "unknown weight type '%s' (%s)", p->type, wtype_names());
+    wmix mix;
+    if (!wmix_from_name(p->type, &mix))
+        return err_set(err, SD_ERR_ARG, "unknown weight type '%s' (%s)", p->type, wmix_names());
     if (p->dim <= 0 || p->n_head < 0 || p->n_head_kv < 0 || p->n_ff < 0 || p->n_ctx < 0)
         return err_set(err, SD_ERR_ARG, "--dim must be positive; --heads, --kv-heads, --ffn and --ctx not negative");
     sd_model *sm;
@@ -202,7 +203,7 @@ sd_status sd_model_embed(const sd_embed_params *p, const char *out_path, sd_erro
         *e = (embed_tensor){kind_, small_, vec_, rows_, cols_, rows0_, cols0_, 0};                                 \
         bool mat = (rows_) > 1 || (kind_) == EMB_TOKENS;                                                            \
         int64_t ne[2] = {(cols_), (rows_)};                                                                        \
-        gguf_writer_tensor(w, nm, mat ? wtype_fit(type, cols_) : GGML_F32, mat ? 2 : 1, ne);                                       \
+        gguf_writer_tensor(w, nm, mat ? wtype_fit(wmix_type(&mix, nm, h0->n_layer), cols_) : GGML_F32, mat ? 2 : 1, ne);                                       \
         e->rand_scale = mat ? tensor_rms(small_, g.row0) * sqrt3 : 1.0f;                                            \
     } while (0)
     ADD("token_embd.weight", EMB_TOKENS, &sm->tok_embd, NULL, V, D, V, D0);

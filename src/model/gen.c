@@ -6,6 +6,7 @@
 
 #include "io/gguf.h"
 #include "io/gguf_write.h"
+#include "model/wmix.h"
 #include "sample/rng.h"
 #include "tok/tok.h"
 #include "util/err.h"
@@ -57,9 +58,9 @@ sd_status sd_model_generate(const sd_gen_model_params *p, const char *out_path, 
     if (!sh)
         return err_set(err, SD_ERR_ARG, "unknown shape '%s' (test-tiny, test-256, llama-68m, llama-160m, tinyllama-1.1b, llama2-7b)",
                        p->shape);
-    uint32_t type;
-    if (!wtype_from_name(p->type, &type))
-        return err_set(err, SD_ERR_ARG, "unknown weight type '%s' (%s)", p->type, wtype_names());
+    wmix mix;
+    if (!wmix_from_name(p->type, &mix))
+        return err_set(err, SD_ERR_ARG, "unknown weight type '%s' (%s)", p->type, wmix_names());
     gguf_file vf;
     sd_status st = gguf_open(&vf, p->vocab_path, err);
     if (st) return st;
@@ -102,7 +103,7 @@ sd_status sd_model_generate(const sd_gen_model_params *p, const char *out_path, 
 #define MAT(nm, cols, rows, sc)                                                                                   \
     do {                                                                                                          \
         int64_t ne[2] = {(cols), (rows)};                                                                         \
-        gguf_writer_tensor(w, nm, wtype_fit(type, (cols)), 2, ne);                                                \
+        gguf_writer_tensor(w, nm, wtype_fit(wmix_type(&mix, nm, sh->n_layer), (cols)), 2, ne);                                                \
         if (g.scale && g.row_len) g.scale[ti] = (sc), g.row_len[ti] = (cols);                                                                        \
         ti++;                                                                                                     \
     } while (0)

@@ -207,7 +207,7 @@ INLINE void tile_quant(int t, int R, int P, const unsigned char *const *wr, cons
         for (int j = 0; j < P; j++) y[(size_t)(p0 + j) * ldy + ri[i]] = kern_hsum8(r[i][j]);
 }
 
-ROWS_OVER_TILES(rows_quant, act_q8, 32, tile_quant)
+ROWS_OVER_TILES(rows_quant, act_q8, 32, tile_quant, 4, WITH_RP)
 
 /* quantized types: 2 rows x 4 positions (8 accumulators; the integer steps need the other registers) */
 ROWS_MM(mm_q8_0_avx2, rows_quant, T_Q8_0, 2, 4)

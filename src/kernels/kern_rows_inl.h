@@ -28,7 +28,7 @@ INLINE void prefetch_block(int R, const unsigned char *const *wr, size_t off, in
     for (int o = 0; o < bytes; o += 64) prefetch_rows(R, wr, off + (size_t)o, pf);
 }
 
-/* fn(t, R, P, ...) with R and P (each 1..4) turned into compile-time constants */
+/* fn(t, R, P, ...) with P (1..4) turned into a compile-time constant */
 #define WITH_P(fn, t, R, P, ...)                                                                                  \
     do {                                                                                                          \
         if ((P) == 4) fn(t, R, 4, __VA_ARGS__);                                                                   \
@@ -36,13 +36,34 @@ INLINE void prefetch_block(int R, const unsigned char *const *wr, size_t off, in
         else if ((P) == 2) fn(t, R, 2, __VA_ARGS__);                                                              \
         else fn(t, R, 1, __VA_ARGS__);                                                                            \
     } while (0)
-#define WITH_RP(fn, t, R, P, ...)                                                                                 \
+/* the same with P 1..8 */
+#define WITH_P8(fn, t, R, P, ...)                                                                                 \
     do {                                                                                                          \
-        if ((R) == 4) WITH_P(fn, t, 4, P, __VA_ARGS__);                                                           \
-        else if ((R) == 3) WITH_P(fn, t, 3, P, __VA_ARGS__);                                                      \
-        else if ((R) == 2) WITH_P(fn, t, 2, P, __VA_ARGS__);                                                      \
-        else WITH_P(fn, t, 1, P, __VA_ARGS__);                                                                    \
+        if ((P) > 4) {                                                                                            \
+            if ((P) == 8) fn(t, R, 8, __VA_ARGS__);                                                               \
+            else if ((P) == 7) fn(t, R, 7, __VA_ARGS__);                                                          \
+            else if ((P) == 6) fn(t, R, 6, __VA_ARGS__);                                                          \
+            else fn(t, R, 5, __VA_ARGS__);                                                                        \
+        } else WITH_P(fn, t, R, P, __VA_ARGS__);                                                                  \
     } while (0)
+/* fn(t, R, P, ...) with R (1..4) a compile-time constant, P passed through */
+#define WITH_R(fn, t, R, P, ...)                                                                                  \
+    do {                                                                                                          \
+        if ((R) == 4) fn(t, 4, P, __VA_ARGS__);                                                                   \
+        else if ((R) == 3) fn(t, 3, P, __VA_ARGS__);                                                              \
+        else if ((R) == 2) fn(t, 2, P, __VA_ARGS__);                                                              \
+        else fn(t, 1, P, __VA_ARGS__);                                                                            \
+    } while (0)
+/* fn(t, R, P, ...) with R (1..4) and P (1..4, or with WITH_RP8 1..8) compile-time constants */
+#define WITH_RP_(WP, fn, t, R, P, ...)                                                                            \
+    do {                                                                                                          \
+        if ((R) == 4) WP(fn, t, 4, P, __VA_ARGS__);                                                               \
+        else if ((R) == 3) WP(fn, t, 3, P, __VA_ARGS__);                                                          \
+        else if ((R) == 2) WP(fn, t, 2, P, __VA_ARGS__);                                                          \
+        else WP(fn, t, 1, P, __VA_ARGS__);                                                                        \
+    } while (0)
+#define WITH_RP(fn, t, R, P, ...) WITH_RP_(WITH_P, fn, t, R, P, __VA_ARGS__)
+#define WITH_RP8(fn, t, R, P, ...) WITH_RP_(WITH_P8, fn, t, R, P, __VA_ARGS__)
 
 /* Positions per pass over the rows in blocks: as many as keep their activations within ~256 KiB (L2), 4..POS_GROUP,
  * a multiple of 4. A long block (a prefill) then reads each chunk of rows once per group from L3 instead of reading
@@ -75,7 +96,7 @@ INLINE int pos_group(size_t xs) {
                     int ri[4];                                                                                    \
                     for (int i = 0; i < R; i++) wr[i] = w + (size_t)(r + i) * rb, ri[i] = r + i;                  \
                     size_t pf = r + BR < r1 ? (size_t)(BR) * rb : 0;                                              \
-                    WITH_RP(ROWS, T, R, PT, wr, ri, cols, xg, xs, np, yg, ldy, pf);                               \
+                    WITH_R(ROWS, T, R, PT, wr, ri, cols, xg, xs, np, yg, ldy, pf);                                \
                 }                                                                                                 \
             }                                                                                                     \
             return;                                                                                               \
@@ -107,17 +128,18 @@ INLINE int32_t hsum_i32(__m256i v) {
 }
 
 /* Rows wr[0..R) against all n positions in ceil(n / PT) tiles of even sizes; pf in the first tile only (the later
- * ones find the rows in L1). ACT: the activation block type, QB: the values per block, TILE: the tile kernel. */
-#define ROWS_OVER_TILES(name, ACT, QB, TILE)                                                                      \
+ * ones find the rows in L1). ACT: the activation block type, QB: the values per block, TILE: the tile kernel, PMAX
+ * the most positions per tile (>= PT) and WITH its dispatcher (WITH_RP: 4, WITH_RP8: 8). */
+#define ROWS_OVER_TILES(name, ACT, QB, TILE, PMAX, WITH)                                                          \
     INLINE void name(int t, int R, int PT, const unsigned char *const *wr, const int *ri, int cols, const void *x, \
                      size_t xs, int n, float *y, int ldy, size_t pf) {                                            \
         const int nb = cols / (QB);                                                                               \
-        const ACT *xp[4];                                                                                         \
+        const ACT *xp[PMAX];                                                                                      \
         int nt = (n + PT - 1) / PT;                                                                               \
         for (int ti = 0, p = 0; ti < nt; ti++) {                                                                  \
             int P = (n - p) / (nt - ti);                                                                          \
             for (int j = 0; j < P; j++) xp[j] = (const ACT *)(const void *)((const char *)x + (size_t)(p + j) * xs); \
-            WITH_RP(TILE, t, R, P, wr, ri, nb, xp, y, ldy, p, ti == 0 ? pf : 0);                                  \
+            WITH(TILE, t, R, P, wr, ri, nb, xp, y, ldy, p, ti == 0 ? pf : 0);                                     \
             p += P;                                                                                               \
         }                                                                                                         \
     }

@@ -19,6 +19,16 @@
 #include "kernels/kern_tile.h"
 #include "kernels/kquant.h"
 
+/* most positions per tile: 8 in the AVX-512 build (32 registers; a block of 5-8 positions unpacks each row's
+ * super-blocks once), 4 in the AVX2 one (16 registers) */
+#ifdef KERN_ROWS_AVX512
+enum { KQ_PT = 8 };
+#define KQ_WITH WITH_RP8
+#else
+enum { KQ_PT = 4 };
+#define KQ_WITH WITH_RP
+#endif
+
 /* ------------------------------------------------------------------ K-quants (x as act_q8k blocks) */
 
 /* Q4_K straight from its layout (blocks of few positions, decode): the 8 6-bit scales and mins by ggml's 32-bit
@@ -50,19 +60,19 @@ INLINE void q45_scale_vecs(const unsigned char *blk, __m256i *sv, __m256i *mnd) 
 }
 
 /* An R x P tile's accumulators (R, P <= 4) set to zero. */
-INLINE void tile_zero(int R, int P, __m256 acc[4][4]) {
+INLINE void tile_zero(int R, int P, __m256 acc[4][KQ_PT]) {
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int j = 0; j < P; j++) acc[i][j] = _mm256_setzero_ps();
 }
 /* An R x P tile into y (row ri[i] of position p0 + j): hsum8 of the vector chain (when acc), plus add (when given),
  * minus sub (when given); the terms in this order, as the scalar table's. */
-INLINE void tile_store(int R, int P, const __m256 acc[4][4], const float add[4][4], const float sub[4][4], float *y,
+INLINE void tile_store(int R, int P, const __m256 acc[4][KQ_PT], const float add[4][KQ_PT], const float sub[4][KQ_PT], float *y,
                        int ldy, int p0, const int *ri) {
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int j = 0; j < P; j++) {
             float v = acc ? kern_hsum8(acc[i][j]) : add[i][j];
             if (acc && add) v += add[i][j];
@@ -78,14 +88,14 @@ INLINE void tile_store(int R, int P, const __m256 acc[4][4], const float add[4][
  * takes one reduction per row, or one per row group. Each lane takes the scalar steps (the same conversion, product
  * and fma), so the scalar table's bits. */
 typedef struct chains {
-    __m256 sm[4];          /* per row (blocks) or sm[0] (decode) */
+    __m256 sm[4][2];       /* per row and 4 positions (blocks), or sm[0][0] (decode) */
     __m256i ia[4], mp[4];  /* decode: each row's isum and msum lanes, until chains_block */
     uint32_t dd[4];        /* decode: each row's d and dmin (two fp16) */
 } chains;
 
 /* lane L's sums: the 8 int32 lanes of ia[L] (isum) and mp[L] (msum) added (exact, any order), L < NL; d and dmin
  * of lane L's row in lanes L and 4 + L of dv; x.d in lanes L and 4 + L of xd */
-INLINE __m256 chains_sm(int NL, const __m256i ia[4], const __m256i mp[4], __m256 dv, __m256 xd, __m256 sm) {
+INLINE __m256 chains_sm(int NL, const __m256i *ia, const __m256i *mp, __m256 dv, __m256 xd, __m256 sm) {
     const __m256i z = _mm256_setzero_si256();
     const __m256i a01 = _mm256_hadd_epi32(ia[0], NL > 1 ? ia[1] : z), m01 = _mm256_hadd_epi32(mp[0], NL > 1 ? mp[1] : z);
     const __m256i a23 = NL > 2 ? _mm256_hadd_epi32(ia[2], NL > 3 ? ia[3] : z) : z;
@@ -99,44 +109,59 @@ INLINE __m256 chains_dv(__m128i dd) {
     return _mm256_permutevar8x32_ps(_mm256_cvtph_ps(dd), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
 }
 INLINE void chains_init(chains *c) {
-    for (int i = 0; i < 4; i++) c->sm[i] = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) c->sm[i][0] = c->sm[i][1] = _mm256_setzero_ps();
 }
-/* xd of super-block b: blocks x_j.d in lanes j and 4 + j (0 beyond P), decode x_0.d in every lane */
-INLINE __m256 chains_xd(int P, const act_q8k *const *xp, int b) {
-    if (P == 1) return _mm256_set1_ps(xp[0][b].d);
-    const __m128 x4 = _mm_setr_ps(xp[0][b].d, xp[1][b].d, P > 2 ? xp[2][b].d : 0.0f, P > 3 ? xp[3][b].d : 0.0f);
-    return _mm256_set_m128(x4, x4);
+/* xd of super-block b: blocks x_j.d in lanes j % 4 and 4 + j % 4 of xd[j / 4] (0 beyond P), decode x_0.d in every
+ * lane of xd[0] */
+INLINE void chains_xd(int P, const act_q8k *const *xp, int b, __m256 xd[2]) {
+    if (P == 1) {
+        xd[0] = _mm256_set1_ps(xp[0][b].d);
+        return;
+    }
+#define XD(j) ((j) < P ? xp[j][b].d : 0.0f)
+    const __m128 lo = _mm_setr_ps(XD(0), XD(1), XD(2), XD(3));
+    xd[0] = _mm256_set_m128(lo, lo);
+    if (P > 4) {
+        const __m128 hi = _mm_setr_ps(XD(4), XD(5), XD(6), XD(7));
+        xd[1] = _mm256_set_m128(hi, hi);
+    }
+#undef XD
 }
 /* row i's sums of super-block b (ia[j], mp[j] for its P positions; dd: its d and dmin) */
-INLINE void chains_row(chains *c, int P, int i, const __m256i ia[4], const __m256i mp[4], const unsigned char *dd, __m256 xd) {
+INLINE void chains_row(chains *c, int P, int i, const __m256i *ia, const __m256i *mp, const unsigned char *dd,
+                       const __m256 xd[2]) {
     uint32_t h2;
     memcpy(&h2, dd, 4);
     if (P > 1) {
-        c->sm[i] = chains_sm(P, ia, mp, chains_dv(_mm_set1_epi32((int)h2)), xd, c->sm[i]);
+        const __m256 dv = chains_dv(_mm_set1_epi32((int)h2));
+        c->sm[i][0] = chains_sm(P < 4 ? P : 4, ia, mp, dv, xd[0], c->sm[i][0]);
+        if (P > 4) c->sm[i][1] = chains_sm(P - 4, ia + 4, mp + 4, dv, xd[1], c->sm[i][1]);
     } else {
         c->ia[i] = ia[0], c->mp[i] = mp[0], c->dd[i] = h2;
     }
 }
 /* after the R rows of super-block b: decode's one reduction */
-INLINE void chains_block(chains *c, int R, int P, __m256 xd) {
+INLINE void chains_block(chains *c, int R, int P, const __m256 xd[2]) {
     if (P == 1) {
         const __m128i dd = _mm_setr_epi32((int)c->dd[0], R > 1 ? (int)c->dd[1] : 0, R > 2 ? (int)c->dd[2] : 0,
                                           R > 3 ? (int)c->dd[3] : 0);
-        c->sm[0] = chains_sm(R, c->ia, c->mp, chains_dv(dd), xd, c->sm[0]);
+        c->sm[0][0] = chains_sm(R, c->ia, c->mp, chains_dv(dd), xd[0], c->sm[0][0]);
     }
 }
 /* the chains into y: s - m, as the scalar table */
 INLINE void chains_store(const chains *c, int R, int P, float *y, int ldy, int p0, const int *ri) {
-    float s[4][4], m[4][4], v[4][8];
+    float s[4][KQ_PT], m[4][KQ_PT], v[4][2][8];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+        if (P > 1 || i == 0) _mm256_storeu_ps(v[i][0], c->sm[i][0]);
+        if (P > 4) _mm256_storeu_ps(v[i][1], c->sm[i][1]);
+    }
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
-        if (P > 1 || i == 0) _mm256_storeu_ps(v[i], c->sm[i]);
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int j = 0; j < P; j++) {
-            s[i][j] = P > 1 ? v[i][j] : v[0][i];
-            m[i][j] = P > 1 ? v[i][4 + j] : v[0][4 + i];
+            s[i][j] = P > 1 ? v[i][j / 4][j % 4] : v[0][0][i];
+            m[i][j] = P > 1 ? v[i][j / 4][4 + j % 4] : v[0][0][4 + i];
         }
     tile_store(R, P, NULL, s, m, y, ldy, p0, ri);
 }
@@ -148,16 +173,17 @@ INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri
     const __m256i m15 = _mm256_set1_epi8(15);
     for (int b = 0; b < nb; b++) {
         prefetch_block(R, wr, (size_t)b * 144, 144, pf);
-        const __m256 xd = chains_xd(P, xp, b);
+        __m256 xd[2];
+        chains_xd(P, xp, b, xd);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 144;
             __m256i sv, mnd;
             q45_scale_vecs(blk, &sv, &mnd);
-            __m256i scs[8], ia[4], mp[4];
+            __m256i scs[8], ia[KQ_PT], mp[KQ_PT];
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) scs[k] = _mm256_shuffle_epi8(sv, _mm256_set1_epi16((short)(0x0100 + 0x0202 * k)));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++) {
                 const act_q8k *x = &xp[j][b];
                 __m256i acc = _mm256_setzero_si256();
@@ -186,7 +212,7 @@ INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri
  * chain and hsum8: the scalar table's bits. */
 INLINE void tile_q6k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                      float *y, int ldy, int p0, size_t pf) {
-    __m256 acc[4][4];
+    __m256 acc[4][KQ_PT];
     tile_zero(R, P, acc);
     const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
     for (int b = 0; b < nb; b++) {
@@ -218,7 +244,7 @@ INLINE void tile_q6k(int R, int P, const unsigned char *const *wr, const int *ri
                 u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
                                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
             }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++) {
                 const act_q8k *x = &xp[j][b];
                 __m256i lanes = _mm256_setzero_si256();
@@ -255,7 +281,8 @@ INLINE void tile_q2k(int R, int P, const unsigned char *const *wr, const int *ri
     const __m128i m15 = _mm_set1_epi8(15);
     for (int b = 0; b < nb; b++) {
         prefetch_block(R, wr, (size_t)b * 84, 84, pf);
-        const __m256 xd = chains_xd(P, xp, b);
+        __m256 xd[2];
+        chains_xd(P, xp, b, xd);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 84;
@@ -263,8 +290,8 @@ INLINE void tile_q2k(int R, int P, const unsigned char *const *wr, const int *ri
             const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(smb, m15));
             const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(smb, 4), m15));
             const __m256i svl = _mm256_permute2x128_si256(sc16, sc16, 0x00), svh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
-            __m256i acc[4];
-#pragma GCC unroll 4
+            __m256i acc[KQ_PT];
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++) acc[j] = _mm256_setzero_si256();
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
@@ -273,15 +300,15 @@ INLINE void tile_q2k(int R, int P, const unsigned char *const *wr, const int *ri
                 for (int k = 0; k < 4; k++) {
                     const __m256i u = _mm256_and_si256(k ? _mm256_srli_epi16(q2, 2 * k) : q2, m3);
                     const __m256i scs = scale_pair(h ? svh : svl, k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                     for (int j = 0; j < P; j++) {
                         const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(xp[j][b].qs + 128 * h + 32 * k));
                         acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), scs));
                     }
                 }
             }
-            __m256i mp[4];
-#pragma GCC unroll 4
+            __m256i mp[KQ_PT];
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++)
                 mp[j] = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].bsums));
             chains_row(&ch, P, i, acc, mp, blk + 80, xd);
@@ -309,7 +336,7 @@ INLINE __m128i q3k_scales(const unsigned char *blk) {
  * chain and hsum8 of the scalar table. */
 INLINE void tile_q3k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                      float *y, int ldy, int p0, size_t pf) {
-    __m256 facc[4][4];
+    __m256 facc[4][KQ_PT];
     tile_zero(R, P, facc);
     const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
     for (int b = 0; b < nb; b++) {
@@ -321,8 +348,8 @@ INLINE void tile_q3k(int R, int P, const unsigned char *const *wr, const int *ri
             const __m256i svl = _mm256_permute2x128_si256(sc16, sc16, 0x00), svh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
             /* the high bits inverted: 4 where bit c of hmask[l] is clear */
             const __m256i nh = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)blk), _mm256_set1_epi8(-1));
-            __m256i lanes[4];
-#pragma GCC unroll 4
+            __m256i lanes[KQ_PT];
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++) lanes[j] = _mm256_setzero_si256();
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
@@ -334,7 +361,7 @@ INLINE void tile_q3k(int R, int P, const unsigned char *const *wr, const int *ri
                     /* bit c to bit 2 of each byte: the 16-bit shift brings in only bits that the mask drops */
                     const __m256i hi = _mm256_and_si256(c <= 2 ? _mm256_slli_epi16(nh, 2 - c) : _mm256_srli_epi16(nh, c - 2), m4);
                     const __m256i scs = scale_pair(h ? svh : svl, k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                     for (int j = 0; j < P; j++) {
                         const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(xp[j][b].qs + 32 * c));
                         const __m256i pr = _mm256_sub_epi16(_mm256_maddubs_epi16(lo, q), _mm256_maddubs_epi16(hi, q));
@@ -343,7 +370,7 @@ INLINE void tile_q3k(int R, int P, const unsigned char *const *wr, const int *ri
                 }
             }
             const float dw = blk_d(blk + 108);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++)
                 facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(xp[j][b].d * dw), _mm256_cvtepi32_ps(lanes[j]), facc[i][j]);
         }
@@ -357,8 +384,8 @@ INLINE void tile_q3k(int R, int P, const unsigned char *const *wr, const int *ri
  * bits. */
 INLINE void tile_q5k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                      float *y, int ldy, int p0, size_t pf) {
-    __m256 facc[4][4];
-    float summs[4][4] = {{0}};
+    __m256 facc[4][KQ_PT];
+    float summs[4][KQ_PT] = {{0}};
     tile_zero(R, P, facc);
     const __m256i m15 = _mm256_set1_epi8(15), m16 = _mm256_set1_epi8(16);
     for (int b = 0; b < nb; b++) {
@@ -369,8 +396,8 @@ INLINE void tile_q5k(int R, int P, const unsigned char *const *wr, const int *ri
             __m256i sv, mnd;
             q45_scale_vecs(blk, &sv, &mnd);
             const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16));
-            __m256i lanes[4];
-#pragma GCC unroll 4
+            __m256i lanes[KQ_PT];
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++) lanes[j] = _mm256_setzero_si256();
 #pragma GCC unroll 8
             for (int c = 0; c < 8; c++) {
@@ -380,14 +407,14 @@ INLINE void tile_q5k(int R, int P, const unsigned char *const *wr, const int *ri
                 const __m256i hb = _mm256_and_si256(c <= 4 ? _mm256_slli_epi16(qh, 4 - c) : _mm256_srli_epi16(qh, c - 4), m16);
                 const __m256i u = _mm256_or_si256(lo, hb);
                 const __m256i scs = _mm256_shuffle_epi8(sv, _mm256_set1_epi16((short)(0x0100 + 0x0202 * c)));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int j = 0; j < P; j++) {
                     const __m256i xq = _mm256_loadu_si256((const __m256i *)(const void *)(xp[j][b].qs + 32 * c));
                     lanes[j] = _mm256_add_epi32(lanes[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xq), scs));
                 }
             }
             const float dw = blk_d(blk), dmw = blk_d(blk + 2);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++) {
                 const act_q8k *x = &xp[j][b];
                 facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(lanes[j]), facc[i][j]);
@@ -429,27 +456,28 @@ INLINE void tile_q4k_512(int R, int P, const unsigned char *const *wr, const int
     const __m512i m15 = _mm512_set1_epi8(15);
     for (int b = 0; b < nb; b++) {
         prefetch_block(R, wr, (size_t)b * 144, 144, pf);
-        const __m256 xd = chains_xd(P, xp, b);
+        __m256 xd[2];
+        chains_xd(P, xp, b, xd);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 144;
             __m256i sv, mnd;
             q45_scale_vecs(blk, &sv, &mnd);
             const __m512i sv5 = _mm512_castsi256_si512(sv);
-            __m512i acc[4];
-#pragma GCC unroll 4
+            __m512i acc[KQ_PT];
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++) acc[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 const __m512i q = bcast256(blk + 16 + 32 * c);
                 const __m512i u = _mm512_and_si512(hi_srli(q, 4), m15);
                 const __m512i scs = scale_quad(sv5, 2 * c, 1);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int j = 0; j < P; j++)
                     acc[j] = _mm512_dpwssd_epi32(acc[j], _mm512_maddubs_epi16(u, xload(&xp[j][b], 64 * c)), scs);
             }
-            __m256i ia[4], mp[4];
-#pragma GCC unroll 4
+            __m256i ia[KQ_PT], mp[KQ_PT];
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++) {
                 ia[j] = fold512(acc[j]);
                 mp[j] = _mm256_madd_epi16(mnd, _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].bsums));
@@ -465,7 +493,7 @@ INLINE void tile_q4k_512(int R, int P, const unsigned char *const *wr, const int
  * its upper copy shifted by 2 */
 INLINE void tile_q6k_512(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                          float *y, int ldy, int p0, size_t pf) {
-    __m256 acc[4][4];
+    __m256 acc[4][KQ_PT];
     tile_zero(R, P, acc);
     const __m512i m15 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
     for (int b = 0; b < nb; b++) {
@@ -475,8 +503,8 @@ INLINE void tile_q6k_512(int R, int P, const unsigned char *const *wr, const int
             const unsigned char *blk = wr[i] + (size_t)b * 210;
             const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(blk + 192)));
             const __m512i sc5 = _mm512_castsi256_si512(sc16);
-            __m512i lanes[4];
-#pragma GCC unroll 4
+            __m512i lanes[KQ_PT];
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++) lanes[j] = _mm512_setzero_si512();
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
@@ -490,13 +518,13 @@ INLINE void tile_q6k_512(int R, int P, const unsigned char *const *wr, const int
                 for (int e = 0; e < 2; e++) {
                     const int c = 4 * h + 2 * e;
                     const __m512i scs = scale_quad(sc5, 2 * c, 0);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                     for (int j = 0; j < P; j++)
                         lanes[j] = _mm512_dpwssd_epi32(lanes[j], _mm512_maddubs_epi16(u[e], xload(&xp[j][b], 32 * c)), scs);
                 }
             }
             const float dw = blk_d(blk + 208);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++) {
                 const act_q8k *x = &xp[j][b];
                 const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
@@ -519,15 +547,16 @@ INLINE void tile_q2k_512(int R, int P, const unsigned char *const *wr, const int
     const __m128i m15 = _mm_set1_epi8(15);
     for (int b = 0; b < nb; b++) {
         prefetch_block(R, wr, (size_t)b * 84, 84, pf);
-        const __m256 xd = chains_xd(P, xp, b);
+        __m256 xd[2];
+        chains_xd(P, xp, b, xd);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 84;
             const __m128i smb = _mm_loadu_si128((const __m128i *)(const void *)blk); /* scales | mins */
             const __m512i sc5 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(smb, m15)));
             const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(smb, 4), m15));
-            __m512i acc[4];
-#pragma GCC unroll 4
+            __m512i acc[KQ_PT];
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++) acc[j] = _mm512_setzero_si512();
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
@@ -536,12 +565,12 @@ INLINE void tile_q2k_512(int R, int P, const unsigned char *const *wr, const int
                 for (int k = 0; k < 4; k += 2) {
                     const __m512i u = _mm512_and_si512(k ? _mm512_srli_epi16(q2, 2 * k) : q2, m3);
                     const __m512i w = _mm512_mullo_epi16(u, scale_quad(sc5, 8 * h + 2 * k, 0));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                     for (int j = 0; j < P; j++) acc[j] = _mm512_dpbusd_epi32(acc[j], w, xload(&xp[j][b], 128 * h + 32 * k));
                 }
             }
-            __m256i ia[4], mp[4];
-#pragma GCC unroll 4
+            __m256i ia[KQ_PT], mp[KQ_PT];
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++) {
                 ia[j] = fold512(acc[j]);
                 mp[j] = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].bsums));
@@ -557,7 +586,7 @@ INLINE void tile_q2k_512(int R, int P, const unsigned char *const *wr, const int
  * (bit c + 1 where the lower copy has bit c) */
 INLINE void tile_q3k_512(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                          float *y, int ldy, int p0, size_t pf) {
-    __m256 facc[4][4];
+    __m256 facc[4][KQ_PT];
     tile_zero(R, P, facc);
     const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(4);
     for (int b = 0; b < nb; b++) {
@@ -567,8 +596,8 @@ INLINE void tile_q3k_512(int R, int P, const unsigned char *const *wr, const int
             const unsigned char *blk = wr[i] + (size_t)b * 110;
             const __m512i sc5 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(q3k_scales(blk)));
             const __m512i nh = hi_srli(_mm512_xor_si512(bcast256(blk), _mm512_set1_epi8(-1)), 1);
-            __m512i lanes[4];
-#pragma GCC unroll 4
+            __m512i lanes[KQ_PT];
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++) lanes[j] = _mm512_setzero_si512();
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
@@ -579,7 +608,7 @@ INLINE void tile_q3k_512(int R, int P, const unsigned char *const *wr, const int
                     const __m512i lo = _mm512_and_si512(k ? _mm512_srli_epi16(q3, 2 * k) : q3, m3);
                     const __m512i hi = _mm512_and_si512(c <= 2 ? _mm512_slli_epi16(nh, 2 - c) : _mm512_srli_epi16(nh, c - 2), m4);
                     const __m512i scs = scale_quad(sc5, 8 * h + 2 * k, 0);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                     for (int j = 0; j < P; j++) {
                         const __m512i q = xload(&xp[j][b], 32 * c);
                         const __m512i pr = _mm512_sub_epi16(_mm512_maddubs_epi16(lo, q), _mm512_maddubs_epi16(hi, q));
@@ -588,7 +617,7 @@ INLINE void tile_q3k_512(int R, int P, const unsigned char *const *wr, const int
                 }
             }
             const float dw = blk_d(blk + 108);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++)
                 facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(xp[j][b].d * dw), _mm256_cvtepi32_ps(fold512(lanes[j])), facc[i][j]);
         }
@@ -600,8 +629,8 @@ INLINE void tile_q3k_512(int R, int P, const unsigned char *const *wr, const int
  * 1 (bit c + 1 where the lower copy has bit c) */
 INLINE void tile_q5k_512(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                          float *y, int ldy, int p0, size_t pf) {
-    __m256 facc[4][4];
-    float summs[4][4] = {{0}};
+    __m256 facc[4][KQ_PT];
+    float summs[4][KQ_PT] = {{0}};
     tile_zero(R, P, facc);
     const __m512i m15 = _mm512_set1_epi8(15), m16 = _mm512_set1_epi8(16);
     for (int b = 0; b < nb; b++) {
@@ -613,8 +642,8 @@ INLINE void tile_q5k_512(int R, int P, const unsigned char *const *wr, const int
             q45_scale_vecs(blk, &sv, &mnd);
             const __m512i sv5 = _mm512_castsi256_si512(sv);
             const __m512i qh = hi_srli(bcast256(blk + 16), 1);
-            __m512i lanes[4];
-#pragma GCC unroll 4
+            __m512i lanes[KQ_PT];
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++) lanes[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int jj = 0; jj < 4; jj++) {
@@ -623,12 +652,12 @@ INLINE void tile_q5k_512(int R, int P, const unsigned char *const *wr, const int
                 const __m512i hb = _mm512_and_si512(c <= 4 ? _mm512_slli_epi16(qh, 4 - c) : _mm512_srli_epi16(qh, c - 4), m16);
                 const __m512i u = _mm512_or_si512(lo, hb);
                 const __m512i scs = scale_quad(sv5, c, 1);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int j = 0; j < P; j++)
                     lanes[j] = _mm512_dpwssd_epi32(lanes[j], _mm512_maddubs_epi16(u, xload(&xp[j][b], 32 * c)), scs);
             }
             const float dw = blk_d(blk), dmw = blk_d(blk + 2);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int j = 0; j < P; j++) {
                 const act_q8k *x = &xp[j][b];
                 facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(fold512(lanes[j])), facc[i][j]);
@@ -657,7 +686,7 @@ INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const i
     }
 }
 
-ROWS_OVER_TILES(rows_kq, act_q8k, QK_K, tile_kq)
+ROWS_OVER_TILES(rows_kq, act_q8k, QK_K, tile_kq, KQ_PT, KQ_WITH)
 
 /* Blocks of `min` positions or more through the 8-rows-in-the-lanes tile (kern_tile_kq_avx2.c), smaller ones through
  * the per-row kernel above; both compute the per-row chains (llama.cpp's, kquant.h), so the same bits. The tile
@@ -670,12 +699,12 @@ ROWS_OVER_TILES(rows_kq, act_q8k, QK_K, tile_kq)
         if (n >= (min)) TILE(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                              \
         else ROWS(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                                         \
     }
-/* 2 rows x 4 positions per tile */
-ROWS_MM(mm_q2_k_rows, rows_kq, GGML_Q2_K, 2, 4)
-ROWS_MM(mm_q3_k_rows, rows_kq, GGML_Q3_K, 2, 4)
-ROWS_MM(mm_q4_k_rows, rows_kq, GGML_Q4_K, 2, 4)
-ROWS_MM(mm_q5_k_rows, rows_kq, GGML_Q5_K, 2, 4)
-ROWS_MM(mm_q6_k_rows, rows_kq, GGML_Q6_K, 2, 4)
+/* 2 rows x up to KQ_PT positions per tile */
+ROWS_MM(mm_q2_k_rows, rows_kq, GGML_Q2_K, 2, KQ_PT)
+ROWS_MM(mm_q3_k_rows, rows_kq, GGML_Q3_K, 2, KQ_PT)
+ROWS_MM(mm_q4_k_rows, rows_kq, GGML_Q4_K, 2, KQ_PT)
+ROWS_MM(mm_q5_k_rows, rows_kq, GGML_Q5_K, 2, KQ_PT)
+ROWS_MM(mm_q6_k_rows, rows_kq, GGML_Q6_K, 2, KQ_PT)
 #ifdef KERN_ROWS_AVX512
 KQ_MM(kern_rows_kq_mm_q2_k_vnni, mm_q2_k_rows, kern_tile_mm_q2_k_vnni, 40)
 KQ_MM(kern_rows_kq_mm_q3_k_vnni, mm_q3_k_rows, kern_tile_mm_q3_k_vnni, 48)

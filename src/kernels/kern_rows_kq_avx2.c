@@ -166,272 +166,15 @@ INLINE void chains_store(const chains *c, int R, int P, float *y, int ldy, int p
     tile_store(R, P, NULL, s, m, y, ldy, p0, ri);
 }
 
-INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
-                     float *y, int ldy, int p0, size_t pf) {
-    chains ch;
-    chains_init(&ch);
-    const __m256i m15 = _mm256_set1_epi8(15);
-    for (int b = 0; b < nb; b++) {
-        prefetch_block(R, wr, (size_t)b * 144, 144, pf);
-        __m256 xd[2];
-        chains_xd(P, xp, b, xd);
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++) {
-            const unsigned char *blk = wr[i] + (size_t)b * 144;
-            __m256i sv, mnd;
-            q45_scale_vecs(blk, &sv, &mnd);
-            __m256i scs[8], ia[KQ_PT], mp[KQ_PT];
-#pragma GCC unroll 8
-            for (int k = 0; k < 8; k++) scs[k] = _mm256_shuffle_epi8(sv, _mm256_set1_epi16((short)(0x0100 + 0x0202 * k)));
-#pragma GCC unroll 8
-            for (int j = 0; j < P; j++) {
-                const act_q8k *x = &xp[j][b];
-                __m256i acc = _mm256_setzero_si256();
-#pragma GCC unroll 4
-                for (int c = 0; c < 4; c++) {
-                    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * c));
-                    const __m256i lo = _mm256_and_si256(q, m15), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m15);
-                    const __m256i xl = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 64 * c));
-                    const __m256i xh = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 64 * c + 32));
-                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), scs[2 * c]));
-                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), scs[2 * c + 1]));
-                }
-                ia[j] = acc;
-                mp[j] = _mm256_madd_epi16(mnd, _mm256_loadu_si256((const __m256i *)(const void *)x->bsums));
-            }
-            chains_row(&ch, P, i, ia, mp, blk, xd);
-        }
-        chains_block(&ch, R, P, xd);
-    }
-    chains_store(&ch, R, P, y, ldy, p0, ri);
-}
-
-/* Q6_K straight from its layout (blocks of few positions, decode): per 32-value chunk c the 6-bit levels from the
- * nibbles of ql and 2 bits of qh (kquant.h's placement), maddubs with the activations, madd with the chunk's two
- * group scales; the offset 32 through the bsums; the 8 lanes of kq_lanes_ggml exactly, then the same per-lane fma
- * chain and hsum8: the scalar table's bits. */
-INLINE void tile_q6k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
-                     float *y, int ldy, int p0, size_t pf) {
-    __m256 acc[4][KQ_PT];
-    tile_zero(R, P, acc);
-    const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
-    for (int b = 0; b < nb; b++) {
-        prefetch_block(R, wr, (size_t)b * 210, 210, pf);
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++) {
-            const unsigned char *blk = wr[i] + (size_t)b * 210;
-            const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)(blk + 192));
-            const __m256i sc16 = _mm256_cvtepi8_epi16(sc8); /* the 16 group scales */
-            /* chunk c's scales: sc[2c] over the low 8 int16 lanes, sc[2c+1] over the high 8 */
-            const __m256i lohi = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2,
-                                                  3, 2, 3, 2, 3, 2, 3);
-            __m256i scs[8];
-#pragma GCC unroll 8
-            for (int c = 0; c < 8; c++) /* (sc[2c], sc[2c+1]) in every 32-bit lane, then spread */
-                scs[c] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(c)), lohi);
-            const float dw = blk_d(blk + 208);
-            __m256i u[8]; /* the levels of the 8 chunks */
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 64 * h));
-                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 64 * h + 32));
-                const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 128 + 32 * h));
-                u[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, m15), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
-                u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m15),
-                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
-                u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15),
-                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
-                u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
-                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
-            }
-#pragma GCC unroll 8
-            for (int j = 0; j < P; j++) {
-                const act_q8k *x = &xp[j][b];
-                __m256i lanes = _mm256_setzero_si256();
-#pragma GCC unroll 8
-                for (int c = 0; c < 8; c++) {
-                    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + 32 * c));
-                    lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], q), scs[c]));
-                }
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
-                lanes = _mm256_sub_epi32(lanes, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
-                acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(lanes), acc[i][j]);
-            }
-        }
-    }
-    tile_store(R, P, acc, NULL, NULL, y, ldy, p0, ri);
-}
-
-/* The int16 pair sums of a 32-value chunk times its two group scales (sc[2k] over the low 8 int16 lanes, sc[2k+1]
- * over the high 8): ggml's get_scale_shuffle_q3k on a vector holding 8 int16 scales in both 128-bit halves. */
-INLINE __m256i scale_pair(__m256i sv, int k) {
-    return _mm256_shuffle_epi8(sv, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
-                                                     _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k)))));
-}
-
-/* Q2_K straight from its layout (blocks of few positions, decode): chunk c = 4h + j holds bits 2j of qs[32h + l]
- * (kquant.h); its groups' scales by one byte shuffle of the 16 low nibbles as int16 (ggml's q2_K kernel), the mins
- * (high nibbles) against the bsums; the exact isum and msum of kq_dot_ints, then the scalar table's two fma chains
- * (ggml's repacked gemv), so its bits. Chunks outer, positions inner: one integer accumulator per position. */
-INLINE void tile_q2k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
-                     float *y, int ldy, int p0, size_t pf) {
-    chains ch;
-    chains_init(&ch);
-    const __m256i m3 = _mm256_set1_epi8(3);
-    const __m128i m15 = _mm_set1_epi8(15);
-    for (int b = 0; b < nb; b++) {
-        prefetch_block(R, wr, (size_t)b * 84, 84, pf);
-        __m256 xd[2];
-        chains_xd(P, xp, b, xd);
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++) {
-            const unsigned char *blk = wr[i] + (size_t)b * 84;
-            const __m128i smb = _mm_loadu_si128((const __m128i *)(const void *)blk); /* scales | mins */
-            const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(smb, m15));
-            const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(smb, 4), m15));
-            const __m256i svl = _mm256_permute2x128_si256(sc16, sc16, 0x00), svh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
-            __m256i acc[KQ_PT];
-#pragma GCC unroll 8
-            for (int j = 0; j < P; j++) acc[j] = _mm256_setzero_si256();
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const __m256i q2 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * h));
-#pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) {
-                    const __m256i u = _mm256_and_si256(k ? _mm256_srli_epi16(q2, 2 * k) : q2, m3);
-                    const __m256i scs = scale_pair(h ? svh : svl, k);
-#pragma GCC unroll 8
-                    for (int j = 0; j < P; j++) {
-                        const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(xp[j][b].qs + 128 * h + 32 * k));
-                        acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), scs));
-                    }
-                }
-            }
-            __m256i mp[KQ_PT];
-#pragma GCC unroll 8
-            for (int j = 0; j < P; j++)
-                mp[j] = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].bsums));
-            chains_row(&ch, P, i, acc, mp, blk + 80, xd);
-        }
-        chains_block(&ch, R, P, xd);
-    }
-    chains_store(&ch, R, P, y, ldy, p0, ri);
-}
-
-/* Q3_K's 16 signed 6-bit scales (12 bytes at blk + 96) by ggml's 32-bit mask steps */
-INLINE __m128i q3k_scales(const unsigned char *blk) {
-    uint32_t a[3];
-    memcpy(a, blk + 96, 12);
-    const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
-    return _mm_sub_epi8(_mm_set_epi32((int)(((a[1] >> 4) & k2) | (((a[2] >> 6) & k1) << 4)),
-                                      (int)(((a[0] >> 4) & k2) | (((a[2] >> 4) & k1) << 4)),
-                                      (int)((a[1] & k2) | (((a[2] >> 2) & k1) << 4)),
-                                      (int)((a[0] & k2) | ((a[2] & k1) << 4))),
-                        _mm_set1_epi8(32));
-}
-
-/* Q3_K straight from its layout: the 16 signed 6-bit scales by ggml's 32-bit mask steps, chunk c = 4h + j from bits
- * 2j of qs[32h + l] and bit c of hmask[l] (kquant.h); the offset 4 per value as ggml: maddubs(low 2 bits, x) minus
- * maddubs(4 where the high bit is clear, x) (exact int16). The 8 lanes of kq_lanes_ggml, then the per-lane fma
- * chain and hsum8 of the scalar table. */
-INLINE void tile_q3k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
-                     float *y, int ldy, int p0, size_t pf) {
-    __m256 facc[4][KQ_PT];
-    tile_zero(R, P, facc);
-    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
-    for (int b = 0; b < nb; b++) {
-        prefetch_block(R, wr, (size_t)b * 110, 110, pf);
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++) {
-            const unsigned char *blk = wr[i] + (size_t)b * 110;
-            const __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales(blk));
-            const __m256i svl = _mm256_permute2x128_si256(sc16, sc16, 0x00), svh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
-            /* the high bits inverted: 4 where bit c of hmask[l] is clear */
-            const __m256i nh = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)blk), _mm256_set1_epi8(-1));
-            __m256i lanes[KQ_PT];
-#pragma GCC unroll 8
-            for (int j = 0; j < P; j++) lanes[j] = _mm256_setzero_si256();
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const __m256i q3 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 32 + 32 * h));
-#pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) {
-                    const int c = 4 * h + k;
-                    const __m256i lo = _mm256_and_si256(k ? _mm256_srli_epi16(q3, 2 * k) : q3, m3);
-                    /* bit c to bit 2 of each byte: the 16-bit shift brings in only bits that the mask drops */
-                    const __m256i hi = _mm256_and_si256(c <= 2 ? _mm256_slli_epi16(nh, 2 - c) : _mm256_srli_epi16(nh, c - 2), m4);
-                    const __m256i scs = scale_pair(h ? svh : svl, k);
-#pragma GCC unroll 8
-                    for (int j = 0; j < P; j++) {
-                        const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(xp[j][b].qs + 32 * c));
-                        const __m256i pr = _mm256_sub_epi16(_mm256_maddubs_epi16(lo, q), _mm256_maddubs_epi16(hi, q));
-                        lanes[j] = _mm256_add_epi32(lanes[j], _mm256_madd_epi16(pr, scs));
-                    }
-                }
-            }
-            const float dw = blk_d(blk + 108);
-#pragma GCC unroll 8
-            for (int j = 0; j < P; j++)
-                facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(xp[j][b].d * dw), _mm256_cvtepi32_ps(lanes[j]), facc[i][j]);
-        }
-    }
-    tile_store(R, P, facc, NULL, NULL, y, ldy, p0, ri);
-}
-
-/* Q5_K straight from its layout: Q4_K's scales and mins (q4k_scales), chunk 2j + e from nibble e of qs[32j + l] and
- * bit 2j + e of qh[l] moved to bit 4 by one 16-bit shift and a mask (kquant.h). The 8 lanes of kq_lanes_ggml with
- * their per-lane fma chain and hsum8, and the mins' chain summs = fma(-d_x * dmin, msum, summs): the scalar table's
- * bits. */
-INLINE void tile_q5k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
-                     float *y, int ldy, int p0, size_t pf) {
-    __m256 facc[4][KQ_PT];
-    float summs[4][KQ_PT] = {{0}};
-    tile_zero(R, P, facc);
-    const __m256i m15 = _mm256_set1_epi8(15), m16 = _mm256_set1_epi8(16);
-    for (int b = 0; b < nb; b++) {
-        prefetch_block(R, wr, (size_t)b * 176, 176, pf);
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++) {
-            const unsigned char *blk = wr[i] + (size_t)b * 176;
-            __m256i sv, mnd;
-            q45_scale_vecs(blk, &sv, &mnd);
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16));
-            __m256i lanes[KQ_PT];
-#pragma GCC unroll 8
-            for (int j = 0; j < P; j++) lanes[j] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-            for (int c = 0; c < 8; c++) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 48 + 32 * (c / 2)));
-                const __m256i lo = _mm256_and_si256(c % 2 ? _mm256_srli_epi16(q, 4) : q, m15);
-                /* bit c of qh[l] to bit 4: the 16-bit shift brings in only bits that the mask drops */
-                const __m256i hb = _mm256_and_si256(c <= 4 ? _mm256_slli_epi16(qh, 4 - c) : _mm256_srli_epi16(qh, c - 4), m16);
-                const __m256i u = _mm256_or_si256(lo, hb);
-                const __m256i scs = _mm256_shuffle_epi8(sv, _mm256_set1_epi16((short)(0x0100 + 0x0202 * c)));
-#pragma GCC unroll 8
-                for (int j = 0; j < P; j++) {
-                    const __m256i xq = _mm256_loadu_si256((const __m256i *)(const void *)(xp[j][b].qs + 32 * c));
-                    lanes[j] = _mm256_add_epi32(lanes[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xq), scs));
-                }
-            }
-            const float dw = blk_d(blk), dmw = blk_d(blk + 2);
-#pragma GCC unroll 8
-            for (int j = 0; j < P; j++) {
-                const act_q8k *x = &xp[j][b];
-                facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(lanes[j]), facc[i][j]);
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
-                summs[i][j] = fmaf(-x->d * dmw, (float)hsum_i32(_mm256_madd_epi16(mnd, bs)), summs[i][j]);
-            }
-        }
-    }
-    tile_store(R, P, facc, summs, NULL, y, ldy, p0, ri);
-}
-
+/* ------------------------------------------------------------------ the integer cores, one per build
+ * Each type's core computes, for one row's super-block and the tile's P positions, the integer lanes its float
+ * steps take: Q4_K/Q2_K 8 lanes per position that add up to its isum, Q6_K/Q5_K/Q3_K the 8 lanes of kq_lanes_ggml
+ * (lane L: the sum over the chunks c of sc[2c + L/4] times the 4-value sums of values 32c + 4L..; Q6_K's before its
+ * offset). AVX2: a 256-bit vector per 32-value chunk, maddubs + madd with the chunk's scales + add. AVX-512: a
+ * 512-bit vector holds two chunks whose activations are adjacent (chunks c and c + 1: x.qs + 32c, 64 bytes), so one
+ * load, one maddubs and one dpwssd serve both; the accumulator's lane L (low half) sums the even chunks' groups,
+ * lane 8 + L the odd ones', and fold512 adds the halves: the same integers per lane. */
 #ifdef KERN_ROWS_AVX512
-/* ------------------------------------------------------------------ the AVX-512 build: two chunks per vector
- * A 512-bit vector holds the levels of two 32-value chunks whose activations are adjacent (chunks c and c + 1 of
- * the super-block: x.qs + 32c, 64 bytes), so one load, one maddubs and one dpwssd (madd + add) serve both. Its
- * accumulator's lane i (low half) sums the 4-value groups of the even chunks, lane 8 + i those of the odd ones;
- * fold512 adds the halves: the ymm kernel's lanes exactly (integer sums), so the float steps after are unchanged. */
 enum { HI16 = (int)0xFFFF0000 }; /* the 16-bit lanes of the upper 256 bits */
 INLINE __m512i bcast256(const unsigned char *p) { return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)p)); }
 INLINE __m512i xload(const act_q8k *x, int off) { return _mm512_loadu_si512((const void *)(x->qs + off)); }
@@ -447,13 +190,246 @@ INLINE __m512i scale_quad(__m512i s, int base, int wide) {
                             : _mm256_set_m128i(_mm_set1_epi16((short)(base + 3)), _mm_set1_epi16((short)(base + 2)));
     return _mm512_permutexvar_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), s);
 }
+/* the P accumulators zeroed, and folded into out */
+#define ACC512(acc) __m512i acc[KQ_PT];                                                                           \
+    for (int j_ = 0; j_ < P; j_++) acc[j_] = _mm512_setzero_si512()
+INLINE void fold_all(int P, const __m512i *acc, __m256i *out) {
+#pragma GCC unroll 8
+    for (int j = 0; j < P; j++) out[j] = fold512(acc[j]);
+}
+#else
+/* The int16 pair sums of a 32-value chunk times its two group scales (sc[2k] over the low 8 int16 lanes, sc[2k+1]
+ * over the high 8): ggml's get_scale_shuffle_q3k on a vector holding 8 int16 scales in both 128-bit halves. */
+INLINE __m256i scale_pair(__m256i sv, int k) {
+    return _mm256_shuffle_epi8(sv, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
+                                                     _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k)))));
+}
+INLINE __m256i xload256(const act_q8k *x, int off) { return _mm256_loadu_si256((const __m256i *)(const void *)(x->qs + off)); }
+#endif
 
-/* Q4_K: chunks 2c (low nibbles) and 2c + 1 (high nibbles) of the same 32 bytes */
-INLINE void tile_q4k_512(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
-                         float *y, int ldy, int p0, size_t pf) {
+/* Q4_K: chunk c from the low (c even) or high nibbles of qs[32(c/2) + l], scale sc[c] (sv: q45_scale_vecs) */
+INLINE void q4k_core(int P, const unsigned char *blk, __m256i sv, const act_q8k *const *xp, int b, __m256i *out) {
+#ifdef KERN_ROWS_AVX512
+    const __m512i m15 = _mm512_set1_epi8(15), sv5 = _mm512_castsi256_si512(sv);
+    ACC512(acc);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) { /* chunks 2c and 2c + 1: the same 32 bytes */
+        const __m512i q = bcast256(blk + 16 + 32 * c);
+        const __m512i u = _mm512_and_si512(hi_srli(q, 4), m15);
+        const __m512i scs = scale_quad(sv5, 2 * c, 1);
+#pragma GCC unroll 8
+        for (int j = 0; j < P; j++) acc[j] = _mm512_dpwssd_epi32(acc[j], _mm512_maddubs_epi16(u, xload(&xp[j][b], 64 * c)), scs);
+    }
+    fold_all(P, acc, out);
+#else
+    const __m256i m15 = _mm256_set1_epi8(15);
+    for (int j = 0; j < P; j++) out[j] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * c));
+        const __m256i lo = _mm256_and_si256(q, m15), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m15);
+        const __m256i sl = _mm256_shuffle_epi8(sv, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c))));
+        const __m256i sh = _mm256_shuffle_epi8(sv, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
+#pragma GCC unroll 8
+        for (int j = 0; j < P; j++) {
+            out[j] = _mm256_add_epi32(out[j], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xload256(&xp[j][b], 64 * c)), sl));
+            out[j] = _mm256_add_epi32(out[j], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xload256(&xp[j][b], 64 * c + 32)), sh));
+        }
+    }
+#endif
+}
+
+/* Q6_K: chunk 4h + e the 6-bit levels from nibble e/2 of ql[64h + 32(e%2) + l] and bits 2e of qh[32h + l]
+ * (kquant.h), scales sc[2c], sc[2c+1] (sc16: the 16 as int16) */
+INLINE void q6k_core(int P, const unsigned char *blk, __m256i sc16, const act_q8k *const *xp, int b, __m256i *out) {
+#ifdef KERN_ROWS_AVX512
+    const __m512i m15 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3), sc5 = _mm512_castsi256_si512(sc16);
+    ACC512(acc);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m512i l = _mm512_loadu_si512((const void *)(blk + 64 * h)); /* ql[64h..]: l0 | l1 */
+        const __m512i qh = hi_srli(bcast256(blk + 128 + 32 * h), 2);
+        __m512i u[2]; /* chunks 4h, 4h + 1 | 4h + 2, 4h + 3 */
+        u[0] = _mm512_or_si512(_mm512_and_si512(l, m15), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4));
+        u[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m15),
+                               _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4));
+#pragma GCC unroll 2
+        for (int e = 0; e < 2; e++) {
+            const int c = 4 * h + 2 * e;
+            const __m512i scs = scale_quad(sc5, 2 * c, 0);
+#pragma GCC unroll 8
+            for (int j = 0; j < P; j++) acc[j] = _mm512_dpwssd_epi32(acc[j], _mm512_maddubs_epi16(u[e], xload(&xp[j][b], 32 * c)), scs);
+        }
+    }
+    fold_all(P, acc, out);
+#else
+    const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+    /* chunk c's scales: sc[2c] over the low 8 int16 lanes, sc[2c+1] over the high 8 */
+    const __m256i lohi = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
+                                          2, 3, 2, 3, 2, 3);
+    for (int j = 0; j < P; j++) out[j] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 128 + 32 * h));
+        __m256i u[4];
+        u[0] = _mm256_or_si256(_mm256_and_si256(l0, m15), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+        u[1] = _mm256_or_si256(_mm256_and_si256(l1, m15), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+        u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m15),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+        u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m15),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+#pragma GCC unroll 4
+        for (int e = 0; e < 4; e++) {
+            const int c = 4 * h + e;
+            /* (sc[2c], sc[2c+1]) in every 32-bit lane, then spread */
+            const __m256i scs = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(c)), lohi);
+#pragma GCC unroll 8
+            for (int j = 0; j < P; j++)
+                out[j] = _mm256_add_epi32(out[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u[e], xload256(&xp[j][b], 32 * c)), scs));
+        }
+    }
+#endif
+}
+
+/* Q2_K: chunk c = 4h + k holds bits 2k of qs[32h + l] (kquant.h), scales sc[2c], sc[2c+1] (sc16: the 16 low
+ * nibbles as int16). AVX-512: the levels (0..3) times their scales (0..15) fit a byte, and one 16-bit multiply makes
+ * both bytes of a lane (the low byte's product < 256 carries nothing), so one dpbusd per 64 values and position. */
+INLINE void q2k_core(int P, const unsigned char *blk, __m256i sc16, const act_q8k *const *xp, int b, __m256i *out) {
+#ifdef KERN_ROWS_AVX512
+    const __m512i m3 = _mm512_set1_epi8(3), sc5 = _mm512_castsi256_si512(sc16);
+    ACC512(acc);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m512i q2 = hi_srli(bcast256(blk + 16 + 32 * h), 2); /* chunks 4h + k | 4h + k + 1 */
+#pragma GCC unroll 2
+        for (int k = 0; k < 4; k += 2) {
+            const __m512i u = _mm512_and_si512(k ? _mm512_srli_epi16(q2, 2 * k) : q2, m3);
+            const __m512i w = _mm512_mullo_epi16(u, scale_quad(sc5, 8 * h + 2 * k, 0));
+#pragma GCC unroll 8
+            for (int j = 0; j < P; j++) acc[j] = _mm512_dpbusd_epi32(acc[j], w, xload(&xp[j][b], 128 * h + 32 * k));
+        }
+    }
+    fold_all(P, acc, out);
+#else
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i svl = _mm256_permute2x128_si256(sc16, sc16, 0x00), svh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+    for (int j = 0; j < P; j++) out[j] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m256i q2 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * h));
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m256i u = _mm256_and_si256(k ? _mm256_srli_epi16(q2, 2 * k) : q2, m3);
+            const __m256i scs = scale_pair(h ? svh : svl, k);
+#pragma GCC unroll 8
+            for (int j = 0; j < P; j++)
+                out[j] = _mm256_add_epi32(out[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xload256(&xp[j][b], 128 * h + 32 * k)), scs));
+        }
+    }
+#endif
+}
+
+/* Q3_K: chunk c = 4h + k from bits 2k of qs[32h + l] and bit c of hmask[l] (kquant.h); the offset 4 per value as
+ * ggml: maddubs(low 2 bits, x) minus maddubs(4 where the high bit is clear, x) (exact int16); scales sc[2c],
+ * sc[2c+1] (sc16: the 16 signed scales as int16) */
+INLINE void q3k_core(int P, const unsigned char *blk, __m256i sc16, const act_q8k *const *xp, int b, __m256i *out) {
+#ifdef KERN_ROWS_AVX512
+    const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(4), sc5 = _mm512_castsi256_si512(sc16);
+    /* the high bits inverted, the upper copy shifted by 1 (bit c + 1 where the lower copy has bit c) */
+    const __m512i nh = hi_srli(_mm512_xor_si512(bcast256(blk), _mm512_set1_epi8(-1)), 1);
+    ACC512(acc);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m512i q3 = hi_srli(bcast256(blk + 32 + 32 * h), 2); /* chunks 4h + k | 4h + k + 1 */
+#pragma GCC unroll 2
+        for (int k = 0; k < 4; k += 2) {
+            const int c = 4 * h + k;
+            const __m512i lo = _mm512_and_si512(k ? _mm512_srli_epi16(q3, 2 * k) : q3, m3);
+            const __m512i hi = _mm512_and_si512(c <= 2 ? _mm512_slli_epi16(nh, 2 - c) : _mm512_srli_epi16(nh, c - 2), m4);
+            const __m512i scs = scale_quad(sc5, 8 * h + 2 * k, 0);
+#pragma GCC unroll 8
+            for (int j = 0; j < P; j++) {
+                const __m512i q = xload(&xp[j][b], 32 * c);
+                acc[j] = _mm512_dpwssd_epi32(acc[j], _mm512_sub_epi16(_mm512_maddubs_epi16(lo, q), _mm512_maddubs_epi16(hi, q)), scs);
+            }
+        }
+    }
+    fold_all(P, acc, out);
+#else
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
+    const __m256i svl = _mm256_permute2x128_si256(sc16, sc16, 0x00), svh = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+    /* the high bits inverted: 4 where bit c of hmask[l] is clear */
+    const __m256i nh = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)blk), _mm256_set1_epi8(-1));
+    for (int j = 0; j < P; j++) out[j] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m256i q3 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 32 + 32 * h));
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const int c = 4 * h + k;
+            const __m256i lo = _mm256_and_si256(k ? _mm256_srli_epi16(q3, 2 * k) : q3, m3);
+            /* bit c to bit 2 of each byte: the 16-bit shift brings in only bits that the mask drops */
+            const __m256i hi = _mm256_and_si256(c <= 2 ? _mm256_slli_epi16(nh, 2 - c) : _mm256_srli_epi16(nh, c - 2), m4);
+            const __m256i scs = scale_pair(h ? svh : svl, k);
+#pragma GCC unroll 8
+            for (int j = 0; j < P; j++) {
+                const __m256i q = xload256(&xp[j][b], 32 * c);
+                const __m256i pr = _mm256_sub_epi16(_mm256_maddubs_epi16(lo, q), _mm256_maddubs_epi16(hi, q));
+                out[j] = _mm256_add_epi32(out[j], _mm256_madd_epi16(pr, scs));
+            }
+        }
+    }
+#endif
+}
+
+/* Q5_K: chunk 2j + e from nibble e of qs[32j + l] and bit 2j + e of qh[l] moved to bit 4 by one 16-bit shift and a
+ * mask (the shift brings in only bits the mask drops; kquant.h), scale sc[c] (sv: q45_scale_vecs) */
+INLINE void q5k_core(int P, const unsigned char *blk, __m256i sv, const act_q8k *const *xp, int b, __m256i *out) {
+#ifdef KERN_ROWS_AVX512
+    const __m512i m15 = _mm512_set1_epi8(15), m16 = _mm512_set1_epi8(16), sv5 = _mm512_castsi256_si512(sv);
+    const __m512i qh = hi_srli(bcast256(blk + 16), 1); /* the upper copy: bit c + 1 where the lower has bit c */
+    ACC512(acc);
+#pragma GCC unroll 4
+    for (int jj = 0; jj < 4; jj++) { /* chunks 2jj and 2jj + 1: the same 32 bytes */
+        const int c = 2 * jj;
+        const __m512i lo = _mm512_and_si512(hi_srli(bcast256(blk + 48 + 32 * jj), 4), m15);
+        const __m512i hb = _mm512_and_si512(c <= 4 ? _mm512_slli_epi16(qh, 4 - c) : _mm512_srli_epi16(qh, c - 4), m16);
+        const __m512i u = _mm512_or_si512(lo, hb);
+        const __m512i scs = scale_quad(sv5, c, 1);
+#pragma GCC unroll 8
+        for (int j = 0; j < P; j++) acc[j] = _mm512_dpwssd_epi32(acc[j], _mm512_maddubs_epi16(u, xload(&xp[j][b], 32 * c)), scs);
+    }
+    fold_all(P, acc, out);
+#else
+    const __m256i m15 = _mm256_set1_epi8(15), m16 = _mm256_set1_epi8(16);
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16));
+    for (int j = 0; j < P; j++) out[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 48 + 32 * (c / 2)));
+        const __m256i lo = _mm256_and_si256(c % 2 ? _mm256_srli_epi16(q, 4) : q, m15);
+        const __m256i hb = _mm256_and_si256(c <= 4 ? _mm256_slli_epi16(qh, 4 - c) : _mm256_srli_epi16(qh, c - 4), m16);
+        const __m256i u = _mm256_or_si256(lo, hb);
+        const __m256i scs = _mm256_shuffle_epi8(sv, _mm256_set1_epi16((short)(0x0100 + 0x0202 * c)));
+#pragma GCC unroll 8
+        for (int j = 0; j < P; j++)
+            out[j] = _mm256_add_epi32(out[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xload256(&xp[j][b], 32 * c)), scs));
+    }
+#endif
+}
+
+/* ------------------------------------------------------------------ the walks and float steps, shared
+ * R rows x P positions over all super-blocks, straight from each type's layout (blocks of few positions, decode):
+ * per (row, position) the scalar table's float chains (llama.cpp's, kquant.h), so its bits. */
+
+/* Q4_K: the 8 6-bit scales and mins by ggml's 32-bit mask steps; the isum and msum, then ggml's repacked-gemv
+ * chains (chains_*) */
+INLINE void tile_q4k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
     chains ch;
     chains_init(&ch);
-    const __m512i m15 = _mm512_set1_epi8(15);
     for (int b = 0; b < nb; b++) {
         prefetch_block(R, wr, (size_t)b * 144, 144, pf);
         __m256 xd[2];
@@ -461,27 +437,12 @@ INLINE void tile_q4k_512(int R, int P, const unsigned char *const *wr, const int
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 144;
-            __m256i sv, mnd;
+            __m256i sv, mnd, ia[KQ_PT], mp[KQ_PT];
             q45_scale_vecs(blk, &sv, &mnd);
-            const __m512i sv5 = _mm512_castsi256_si512(sv);
-            __m512i acc[KQ_PT];
+            q4k_core(P, blk, sv, xp, b, ia);
 #pragma GCC unroll 8
-            for (int j = 0; j < P; j++) acc[j] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) {
-                const __m512i q = bcast256(blk + 16 + 32 * c);
-                const __m512i u = _mm512_and_si512(hi_srli(q, 4), m15);
-                const __m512i scs = scale_quad(sv5, 2 * c, 1);
-#pragma GCC unroll 8
-                for (int j = 0; j < P; j++)
-                    acc[j] = _mm512_dpwssd_epi32(acc[j], _mm512_maddubs_epi16(u, xload(&xp[j][b], 64 * c)), scs);
-            }
-            __m256i ia[KQ_PT], mp[KQ_PT];
-#pragma GCC unroll 8
-            for (int j = 0; j < P; j++) {
-                ia[j] = fold512(acc[j]);
+            for (int j = 0; j < P; j++)
                 mp[j] = _mm256_madd_epi16(mnd, _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].bsums));
-            }
             chains_row(&ch, P, i, ia, mp, blk, xd);
         }
         chains_block(&ch, R, P, xd);
@@ -489,61 +450,12 @@ INLINE void tile_q4k_512(int R, int P, const unsigned char *const *wr, const int
     chains_store(&ch, R, P, y, ldy, p0, ri);
 }
 
-/* Q6_K: chunks 4h + e and 4h + e + 1 (e = 0, 2): ql bytes 64h.. as one 64-byte load (l0 | l1), qh broadcast with
- * its upper copy shifted by 2 */
-INLINE void tile_q6k_512(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
-                         float *y, int ldy, int p0, size_t pf) {
-    __m256 acc[4][KQ_PT];
-    tile_zero(R, P, acc);
-    const __m512i m15 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
-    for (int b = 0; b < nb; b++) {
-        prefetch_block(R, wr, (size_t)b * 210, 210, pf);
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++) {
-            const unsigned char *blk = wr[i] + (size_t)b * 210;
-            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(blk + 192)));
-            const __m512i sc5 = _mm512_castsi256_si512(sc16);
-            __m512i lanes[KQ_PT];
-#pragma GCC unroll 8
-            for (int j = 0; j < P; j++) lanes[j] = _mm512_setzero_si512();
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const __m512i l = _mm512_loadu_si512((const void *)(blk + 64 * h));
-                const __m512i qh = hi_srli(bcast256(blk + 128 + 32 * h), 2);
-                __m512i u[2];
-                u[0] = _mm512_or_si512(_mm512_and_si512(l, m15), _mm512_slli_epi16(_mm512_and_si512(qh, m3), 4));
-                u[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m15),
-                                       _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m3), 4));
-#pragma GCC unroll 2
-                for (int e = 0; e < 2; e++) {
-                    const int c = 4 * h + 2 * e;
-                    const __m512i scs = scale_quad(sc5, 2 * c, 0);
-#pragma GCC unroll 8
-                    for (int j = 0; j < P; j++)
-                        lanes[j] = _mm512_dpwssd_epi32(lanes[j], _mm512_maddubs_epi16(u[e], xload(&xp[j][b], 32 * c)), scs);
-                }
-            }
-            const float dw = blk_d(blk + 208);
-#pragma GCC unroll 8
-            for (int j = 0; j < P; j++) {
-                const act_q8k *x = &xp[j][b];
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
-                const __m256i l8 = _mm256_sub_epi32(fold512(lanes[j]), _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
-                acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(l8), acc[i][j]);
-            }
-        }
-    }
-    tile_store(R, P, acc, NULL, NULL, y, ldy, p0, ri);
-}
-
-/* Q2_K: chunks 4h + k and 4h + k + 1 (k = 0, 2) from qs[32h..] (the upper copy shifted by 2 more); the levels
- * (0..3) times their group scales (0..15) fit a byte, and one 16-bit multiply makes both bytes of a lane (the low
- * byte's product < 256 carries nothing), so one dpbusd per 64 values and position gives the exact isum */
-INLINE void tile_q2k_512(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
-                         float *y, int ldy, int p0, size_t pf) {
+/* Q2_K: its groups' scales from the 16 low nibbles, the mins (high nibbles) against the bsums; the isum and msum of
+ * kq_dot_ints, then the chains of Q4_K */
+INLINE void tile_q2k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
     chains ch;
     chains_init(&ch);
-    const __m512i m3 = _mm512_set1_epi8(3);
     const __m128i m15 = _mm_set1_epi8(15);
     for (int b = 0; b < nb; b++) {
         prefetch_block(R, wr, (size_t)b * 84, 84, pf);
@@ -553,28 +465,12 @@ INLINE void tile_q2k_512(int R, int P, const unsigned char *const *wr, const int
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 84;
             const __m128i smb = _mm_loadu_si128((const __m128i *)(const void *)blk); /* scales | mins */
-            const __m512i sc5 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(smb, m15)));
             const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(smb, 4), m15));
-            __m512i acc[KQ_PT];
-#pragma GCC unroll 8
-            for (int j = 0; j < P; j++) acc[j] = _mm512_setzero_si512();
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const __m512i q2 = hi_srli(bcast256(blk + 16 + 32 * h), 2);
-#pragma GCC unroll 2
-                for (int k = 0; k < 4; k += 2) {
-                    const __m512i u = _mm512_and_si512(k ? _mm512_srli_epi16(q2, 2 * k) : q2, m3);
-                    const __m512i w = _mm512_mullo_epi16(u, scale_quad(sc5, 8 * h + 2 * k, 0));
-#pragma GCC unroll 8
-                    for (int j = 0; j < P; j++) acc[j] = _mm512_dpbusd_epi32(acc[j], w, xload(&xp[j][b], 128 * h + 32 * k));
-                }
-            }
             __m256i ia[KQ_PT], mp[KQ_PT];
+            q2k_core(P, blk, _mm256_cvtepu8_epi16(_mm_and_si128(smb, m15)), xp, b, ia);
 #pragma GCC unroll 8
-            for (int j = 0; j < P; j++) {
-                ia[j] = fold512(acc[j]);
+            for (int j = 0; j < P; j++)
                 mp[j] = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)(const void *)xp[j][b].bsums));
-            }
             chains_row(&ch, P, i, ia, mp, blk + 80, xd);
         }
         chains_block(&ch, R, P, xd);
@@ -582,85 +478,84 @@ INLINE void tile_q2k_512(int R, int P, const unsigned char *const *wr, const int
     chains_store(&ch, R, P, y, ldy, p0, ri);
 }
 
-/* Q3_K: chunks 4h + k and 4h + k + 1 (k = 0, 2) as Q2_K's, the inverted high bits with the upper copy shifted by 1
- * (bit c + 1 where the lower copy has bit c) */
-INLINE void tile_q3k_512(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
-                         float *y, int ldy, int p0, size_t pf) {
+/* Q6_K, Q3_K, Q5_K: the 8 lanes of kq_lanes_ggml (Q6_K less its offset 32 through the bsums), one fma per lane and
+ * super-block, hsum8 at the end (Q5_K plus its mins' chain summs = fma(-d_x * dmin, msum, summs)): the scalar
+ * table's bits */
+INLINE void tile_q6k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
+    __m256 acc[4][KQ_PT];
+    tile_zero(R, P, acc);
+    for (int b = 0; b < nb; b++) {
+        prefetch_block(R, wr, (size_t)b * 210, 210, pf);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const unsigned char *blk = wr[i] + (size_t)b * 210;
+            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(blk + 192)));
+            const float dw = blk_d(blk + 208);
+            __m256i lanes[KQ_PT];
+            q6k_core(P, blk, sc16, xp, b, lanes);
+#pragma GCC unroll 8
+            for (int j = 0; j < P; j++) {
+                const act_q8k *x = &xp[j][b];
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
+                const __m256i l8 = _mm256_sub_epi32(lanes[j], _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
+                acc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(l8), acc[i][j]);
+            }
+        }
+    }
+    tile_store(R, P, acc, NULL, NULL, y, ldy, p0, ri);
+}
+
+/* Q3_K's 16 signed 6-bit scales (12 bytes at blk + 96) by ggml's 32-bit mask steps */
+INLINE __m128i q3k_scales(const unsigned char *blk) {
+    uint32_t a[3];
+    memcpy(a, blk + 96, 12);
+    const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
+    return _mm_sub_epi8(_mm_set_epi32((int)(((a[1] >> 4) & k2) | (((a[2] >> 6) & k1) << 4)),
+                                      (int)(((a[0] >> 4) & k2) | (((a[2] >> 4) & k1) << 4)),
+                                      (int)((a[1] & k2) | (((a[2] >> 2) & k1) << 4)),
+                                      (int)((a[0] & k2) | ((a[2] & k1) << 4))),
+                        _mm_set1_epi8(32));
+}
+
+INLINE void tile_q3k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
     __m256 facc[4][KQ_PT];
     tile_zero(R, P, facc);
-    const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(4);
     for (int b = 0; b < nb; b++) {
         prefetch_block(R, wr, (size_t)b * 110, 110, pf);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 110;
-            const __m512i sc5 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(q3k_scales(blk)));
-            const __m512i nh = hi_srli(_mm512_xor_si512(bcast256(blk), _mm512_set1_epi8(-1)), 1);
-            __m512i lanes[KQ_PT];
-#pragma GCC unroll 8
-            for (int j = 0; j < P; j++) lanes[j] = _mm512_setzero_si512();
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const __m512i q3 = hi_srli(bcast256(blk + 32 + 32 * h), 2);
-#pragma GCC unroll 2
-                for (int k = 0; k < 4; k += 2) {
-                    const int c = 4 * h + k;
-                    const __m512i lo = _mm512_and_si512(k ? _mm512_srli_epi16(q3, 2 * k) : q3, m3);
-                    const __m512i hi = _mm512_and_si512(c <= 2 ? _mm512_slli_epi16(nh, 2 - c) : _mm512_srli_epi16(nh, c - 2), m4);
-                    const __m512i scs = scale_quad(sc5, 8 * h + 2 * k, 0);
-#pragma GCC unroll 8
-                    for (int j = 0; j < P; j++) {
-                        const __m512i q = xload(&xp[j][b], 32 * c);
-                        const __m512i pr = _mm512_sub_epi16(_mm512_maddubs_epi16(lo, q), _mm512_maddubs_epi16(hi, q));
-                        lanes[j] = _mm512_dpwssd_epi32(lanes[j], pr, scs);
-                    }
-                }
-            }
+            __m256i lanes[KQ_PT];
+            q3k_core(P, blk, _mm256_cvtepi8_epi16(q3k_scales(blk)), xp, b, lanes);
             const float dw = blk_d(blk + 108);
 #pragma GCC unroll 8
             for (int j = 0; j < P; j++)
-                facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(xp[j][b].d * dw), _mm256_cvtepi32_ps(fold512(lanes[j])), facc[i][j]);
+                facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(xp[j][b].d * dw), _mm256_cvtepi32_ps(lanes[j]), facc[i][j]);
         }
     }
     tile_store(R, P, facc, NULL, NULL, y, ldy, p0, ri);
 }
 
-/* Q5_K: chunks 2j (low nibbles) and 2j + 1 (high nibbles) of the same 32 bytes, qh with its upper copy shifted by
- * 1 (bit c + 1 where the lower copy has bit c) */
-INLINE void tile_q5k_512(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
-                         float *y, int ldy, int p0, size_t pf) {
+INLINE void tile_q5k(int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
+                     float *y, int ldy, int p0, size_t pf) {
     __m256 facc[4][KQ_PT];
     float summs[4][KQ_PT] = {{0}};
     tile_zero(R, P, facc);
-    const __m512i m15 = _mm512_set1_epi8(15), m16 = _mm512_set1_epi8(16);
     for (int b = 0; b < nb; b++) {
         prefetch_block(R, wr, (size_t)b * 176, 176, pf);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const unsigned char *blk = wr[i] + (size_t)b * 176;
-            __m256i sv, mnd;
+            __m256i sv, mnd, lanes[KQ_PT];
             q45_scale_vecs(blk, &sv, &mnd);
-            const __m512i sv5 = _mm512_castsi256_si512(sv);
-            const __m512i qh = hi_srli(bcast256(blk + 16), 1);
-            __m512i lanes[KQ_PT];
-#pragma GCC unroll 8
-            for (int j = 0; j < P; j++) lanes[j] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int jj = 0; jj < 4; jj++) {
-                const int c = 2 * jj;
-                const __m512i lo = _mm512_and_si512(hi_srli(bcast256(blk + 48 + 32 * jj), 4), m15);
-                const __m512i hb = _mm512_and_si512(c <= 4 ? _mm512_slli_epi16(qh, 4 - c) : _mm512_srli_epi16(qh, c - 4), m16);
-                const __m512i u = _mm512_or_si512(lo, hb);
-                const __m512i scs = scale_quad(sv5, c, 1);
-#pragma GCC unroll 8
-                for (int j = 0; j < P; j++)
-                    lanes[j] = _mm512_dpwssd_epi32(lanes[j], _mm512_maddubs_epi16(u, xload(&xp[j][b], 32 * c)), scs);
-            }
+            q5k_core(P, blk, sv, xp, b, lanes);
             const float dw = blk_d(blk), dmw = blk_d(blk + 2);
 #pragma GCC unroll 8
             for (int j = 0; j < P; j++) {
                 const act_q8k *x = &xp[j][b];
-                facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(fold512(lanes[j])), facc[i][j]);
+                facc[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(lanes[j]), facc[i][j]);
                 const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)x->bsums);
                 summs[i][j] = fmaf(-x->d * dmw, (float)hsum_i32(_mm256_madd_epi16(mnd, bs)), summs[i][j]);
             }
@@ -668,21 +563,16 @@ INLINE void tile_q5k_512(int R, int P, const unsigned char *const *wr, const int
     }
     tile_store(R, P, facc, summs, NULL, y, ldy, p0, ri);
 }
-#define TILE_KQ(name) name##_512
-#else
-#define TILE_KQ(name) name
-#endif
 
-/* R rows x P positions over all super-blocks, straight from each type's layout: per (row, position) the scalar
- * table's float chains (llama.cpp's, kquant.h), so its bits */
+/* R rows x P positions over all super-blocks, by type */
 INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
                     float *y, int ldy, int p0, size_t pf) {
     switch (t) {
-    case GGML_Q2_K: TILE_KQ(tile_q2k)(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
-    case GGML_Q3_K: TILE_KQ(tile_q3k)(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
-    case GGML_Q4_K: TILE_KQ(tile_q4k)(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
-    case GGML_Q5_K: TILE_KQ(tile_q5k)(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
-    default: TILE_KQ(tile_q6k)(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    case GGML_Q2_K: tile_q2k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    case GGML_Q3_K: tile_q3k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    case GGML_Q4_K: tile_q4k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    case GGML_Q5_K: tile_q5k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
+    default: tile_q6k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
     }
 }
 

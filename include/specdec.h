@@ -103,8 +103,9 @@ int sd_model_meta_str(const sd_model *model, const char *key, char *buf, int cap
 /* Writes a GGUF with seeded random weights of a named real shape (for speed work; weight values do not matter
  * for speed). shape: "llama-68m", "llama-160m", "tinyllama-1.1b", "llama2-7b", "test-tiny" (dim 64, 2 layers) or
  * "test-256" (dim 256, ffn 512, 2 layers: rows of whole K-quant blocks). type: "f32", "f16", "bf16", "q8_0", "q4_0",
- * "q2_k", "q3_k", "q4_k", "q5_k", "q6_k" (norms stay f32; a matrix whose rows are not whole blocks of the type takes
- * q8_0 or f16). vocab_path: a GGUF whose tokenizer.* metadata is
+ * "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", or llama.cpp's mixes "q4_k_m", "q5_k_m" (Q6_K for output.weight and for
+ * attn_v and ffn_down of the first and last eighth of the layers and every third between) (norms stay f32; a matrix
+ * whose rows are not whole blocks of its type takes q8_0 or f16). vocab_path: a GGUF whose tokenizer.* metadata is
  * copied (e.g. ../shared/models/vocab/ggml-vocab-llama-spm.gguf). Written streaming (memory O(row)). progress may
  * be NULL. */
 typedef struct sd_gen_model_params {

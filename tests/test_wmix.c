@@ -1,6 +1,8 @@
 /* wmix: gen-model's K-quant mixes give each tensor the type llama-quantize gives it (the Q4_K_M and Q5_K_M files of
  * ../shared/models/kquant, written by llama.cpp), and the names parse as documented. */
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/gguf.h"
 #include "kernels/wtype.h"
@@ -34,6 +36,32 @@ static void check_file(const char *mix_name, const char *rel) {
     gguf_close(&f);
 }
 
+/* every matrix of a file the writers made with `mix` has the mix's type (after wtype_fit); returns the Q6_K count */
+static int check_written(const char *what, const char *path, const char *mix_name) {
+    wmix m;
+    wmix_from_name(mix_name, &m);
+    gguf_file f;
+    sd_error err;
+    if (gguf_open(&f, path, &err) != SD_OK) {
+        CHECK(0, "%s: %s", what, err.msg);
+        return 0;
+    }
+    int64_t n_layer = 0;
+    bool bad = false;
+    gguf_get_int(&f, "llama.block_count", &n_layer, &bad);
+    int n_q6 = 0;
+    for (uint64_t i = 0; i < f.n_tensors; i++) {
+        const gguf_tensor *t = &f.tensors[i];
+        if (t->n_dims != 2) continue;
+        uint32_t want = wtype_fit(wmix_type(&m, t->name, (int)n_layer), t->ne[0]);
+        CHECK(want == t->type, "%s %s: written %s, the mix says %s", what, t->name, ggml_type_name(t->type),
+              ggml_type_name(want));
+        n_q6 += t->type == GGML_Q6_K;
+    }
+    gguf_close(&f);
+    return n_q6;
+}
+
 int main(void) {
     check_file("q4_k_m", "models/kquant/stories-ee-w768-q4_k_m.gguf");
     check_file("Q5_K_M", "models/kquant/stories-ee-w768-q5_k_m.gguf");
@@ -43,5 +71,24 @@ int main(void) {
           "a plain type is every matrix's");
     CHECK(!wmix_from_name("q4_k_l", &m) && !wmix_from_name("", &m) && !wmix_from_name(NULL, &m), "unknown names");
     CHECK(strstr(wmix_names(), "q4_K_M") && strstr(wmix_names(), "q6_K"), "the names for messages");
+    /* the writers: gen-model (test-256: 2 layers, so layer 1 and output.weight take Q6_K) and gen-model --embed
+     * (stories-ee at dim 768: 8 layers) */
+    char path[256];
+    snprintf(path, sizeof path, "%s/test_wmix_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    sd_error err;
+    sd_gen_model_params gp = {.shape = "test-256", .type = "q4_k_m", .vocab_path = tl_shared("models/vocab/ggml-vocab-llama-spm.gguf"), .seed = 1};
+    if (sd_model_generate(&gp, path, &err) == SD_OK) {
+        CHECK(check_written("gen-model test-256 q4_k_m", path, "q4_k_m") == 3, "gen-model q4_k_m: 3 Q6_K matrices");
+    } else {
+        CHECK(0, "gen-model q4_k_m: %s", err.msg);
+    }
+    sd_embed_params ep = {.small_path = tl_shared("models/stories-ee.gguf"), .dim = 768, .n_head = 24, .n_head_kv = 8,
+                          .n_ff = 512, .type = "q5_k_m", .seed = 1};
+    if (sd_model_embed(&ep, path, &err) == SD_OK) {
+        CHECK(check_written("embed stories-ee q5_k_m", path, "q5_k_m") == 9, "embed q5_k_m: 9 Q6_K matrices");
+    } else {
+        CHECK(0, "embed q5_k_m: %s", err.msg);
+    }
+    remove(path);
     return tl_finish("test_wmix");
 }

@@ -79,8 +79,8 @@ INLINE int pos_group(size_t xs) {
  * latency; an odd last row goes alone. Blocks (n >= 2): positions in groups of pos_group(), then for each group,
  * groups of BR consecutive rows x tiles of up to PT positions,
  * the next group's rows prefetched into L2 while this group computes, so the weight stream from memory overlaps the
- * arithmetic instead of stalling it. Both give each (row, position) the same chain. ROWS is rows_float or
- * rows_quant; BR <= 4. */
+ * arithmetic instead of stalling it. Both give each (row, position) the same chain. ROWS is rows_float, rows_quant or
+ * rows_kq; BR <= 4. */
 #define ROWS_MM(name, ROWS, T, BR, PT)                                                                            \
     static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
                      int ldy, int r0, int r1) {                                                                   \

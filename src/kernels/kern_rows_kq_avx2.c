@@ -582,7 +582,8 @@ ROWS_OVER_TILES(rows_kq, act_q8k, QK_K, tile_kq, KQ_PT, KQ_WITH)
  * the per-row kernel above; both compute the per-row chains (llama.cpp's, kquant.h), so the same bits. The tile
  * stages every super-block of its rows before any position uses it (a cost per block, ~190 ms a pass for TinyLlama
  * shapes on 1 thread) and then costs less per position, so it pays only for long blocks: the crossovers measured on
- * tl-T.gguf files (`specdec bench block -t 1 --ctx 16 --ks 8,16,32,48`, both paths forced) are the minimums below. */
+ * tl-T.gguf files (`specdec bench block -t 1 --ctx 16 --ks 8,16,32,48`, once with the minimum at 6 and once at 64, 4-position row
+ * tiles in both builds) are the minimums below. */
 #define KQ_MM(name, ROWS, TILE, min)                                                                              \
     void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y, int ldy,    \
               int r0, int r1) {                                                                                   \

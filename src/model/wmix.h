@@ -2,7 +2,8 @@
  * matrix, or one of llama.cpp's K-quant mixes (llama_tensor_get_type for the Llama tensors): "q4_k_m" and "q5_k_m"
  * are Q4_K / Q5_K with Q6_K for output.weight and for attn_v and ffn_down of the layers use_more_bits picks (the
  * first and the last eighth of the layers and every third layer between), as `llama-quantize ... Q4_K_M` writes
- * them. */
+ * them (llama.cpp's Q6_K for token_embd.weight when a file has no output.weight does not arise: both writers write
+ * one). */
 #ifndef SD_MODEL_WMIX_H
 #define SD_MODEL_WMIX_H
 #include <stdbool.h>

@@ -46,24 +46,34 @@ INLINE void prefetch_block(int R, const unsigned char *const *wr, size_t off, in
             else fn(t, R, 5, __VA_ARGS__);                                                                        \
         } else WITH_P(fn, t, R, P, __VA_ARGS__);                                                                  \
     } while (0)
-/* fn(t, R, P, ...) with R (1..4) a compile-time constant, P passed through */
-#define WITH_R(fn, t, R, P, ...)                                                                                  \
+/* fn(t, R, P, ...) with R (1..BR, BR <= 4 a literal) a compile-time constant, P passed through. The arms above
+ * BR are constant-false, so compilers emit no code for them (each arm inlines a whole row kernel: with every arm
+ * clang's sanitizer builds of the K-quant kernels took minutes). */
+#define WITH_R(BR, fn, t, R, P, ...)                                                                              \
     do {                                                                                                          \
-        if ((R) == 4) fn(t, 4, P, __VA_ARGS__);                                                                   \
-        else if ((R) == 3) fn(t, 3, P, __VA_ARGS__);                                                              \
-        else if ((R) == 2) fn(t, 2, P, __VA_ARGS__);                                                              \
+        if ((BR) >= 4 && (R) == 4) fn(t, 4, P, __VA_ARGS__);                                                      \
+        else if ((BR) >= 3 && (R) == 3) fn(t, 3, P, __VA_ARGS__);                                                 \
+        else if ((BR) >= 2 && (R) == 2) fn(t, 2, P, __VA_ARGS__);                                                 \
         else fn(t, 1, P, __VA_ARGS__);                                                                            \
     } while (0)
-/* fn(t, R, P, ...) with R (1..4) and P (1..4, or with WITH_RP8 1..8) compile-time constants */
-#define WITH_RP_(WP, fn, t, R, P, ...)                                                                            \
+/* fn(t, R, P, ...) with R (1..4) and P (1..4) compile-time constants; WITH_R2P8: R 1..2, P 1..8 */
+#define WITH_RP(fn, t, R, P, ...)                                                                                 \
     do {                                                                                                          \
-        if ((R) == 4) WP(fn, t, 4, P, __VA_ARGS__);                                                               \
-        else if ((R) == 3) WP(fn, t, 3, P, __VA_ARGS__);                                                          \
-        else if ((R) == 2) WP(fn, t, 2, P, __VA_ARGS__);                                                          \
-        else WP(fn, t, 1, P, __VA_ARGS__);                                                                        \
+        if ((R) == 4) WITH_P(fn, t, 4, P, __VA_ARGS__);                                                           \
+        else if ((R) == 3) WITH_P(fn, t, 3, P, __VA_ARGS__);                                                      \
+        else if ((R) == 2) WITH_P(fn, t, 2, P, __VA_ARGS__);                                                      \
+        else WITH_P(fn, t, 1, P, __VA_ARGS__);                                                                    \
     } while (0)
-#define WITH_RP(fn, t, R, P, ...) WITH_RP_(WITH_P, fn, t, R, P, __VA_ARGS__)
-#define WITH_RP8(fn, t, R, P, ...) WITH_RP_(WITH_P8, fn, t, R, P, __VA_ARGS__)
+#define WITH_R2P8(fn, t, R, P, ...)                                                                               \
+    do {                                                                                                          \
+        if ((R) == 2) WITH_P8(fn, t, 2, P, __VA_ARGS__);                                                          \
+        else WITH_P8(fn, t, 1, P, __VA_ARGS__);                                                                   \
+    } while (0)
+#define WITH_R2P4(fn, t, R, P, ...)                                                                               \
+    do {                                                                                                          \
+        if ((R) == 2) WITH_P(fn, t, 2, P, __VA_ARGS__);                                                           \
+        else WITH_P(fn, t, 1, P, __VA_ARGS__);                                                                    \
+    } while (0)
 
 /* Positions per pass over the rows in blocks: as many as keep their activations within ~256 KiB (L2), 4..POS_GROUP,
  * a multiple of 4. A long block (a prefill) then reads each chunk of rows once per group from L3 instead of reading
@@ -80,7 +90,7 @@ INLINE int pos_group(size_t xs) {
  * groups of BR consecutive rows x tiles of up to PT positions,
  * the next group's rows prefetched into L2 while this group computes, so the weight stream from memory overlaps the
  * arithmetic instead of stalling it. Both give each (row, position) the same chain. ROWS is rows_float, rows_quant or
- * rows_kq; BR <= 4. */
+ * a K-quant walk (kern_rows_kq_avx2.c); BR <= 4. */
 #define ROWS_MM(name, ROWS, T, BR, PT)                                                                            \
     static void name(const unsigned char *w, size_t rb, int cols, const void *x, size_t xs, int n, float *y,      \
                      int ldy, int r0, int r1) {                                                                   \
@@ -96,7 +106,7 @@ INLINE int pos_group(size_t xs) {
                     int ri[4];                                                                                    \
                     for (int i = 0; i < R; i++) wr[i] = w + (size_t)(r + i) * rb, ri[i] = r + i;                  \
                     size_t pf = r + BR < r1 ? (size_t)(BR) * rb : 0;                                              \
-                    WITH_R(ROWS, T, R, PT, wr, ri, cols, xg, xs, np, yg, ldy, pf);                                \
+                    WITH_R(BR, ROWS, T, R, PT, wr, ri, cols, xg, xs, np, yg, ldy, pf);                            \
                 }                                                                                                 \
             }                                                                                                     \
             return;                                                                                               \

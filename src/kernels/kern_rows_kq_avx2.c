@@ -23,10 +23,10 @@
  * super-blocks once), 4 in the AVX2 one (16 registers) */
 #ifdef KERN_ROWS_AVX512
 enum { KQ_PT = 8 };
-#define KQ_WITH WITH_RP8
+#define KQ_WITH WITH_R2P8
 #else
 enum { KQ_PT = 4 };
-#define KQ_WITH WITH_RP
+#define KQ_WITH WITH_R2P4
 #endif
 
 /* ------------------------------------------------------------------ K-quants (x as act_q8k blocks) */
@@ -564,19 +564,21 @@ INLINE void tile_q5k(int R, int P, const unsigned char *const *wr, const int *ri
     tile_store(R, P, facc, summs, NULL, y, ldy, p0, ri);
 }
 
-/* R rows x P positions over all super-blocks, by type */
-INLINE void tile_kq(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb, const act_q8k *const *xp,
-                    float *y, int ldy, int p0, size_t pf) {
-    switch (t) {
-    case GGML_Q2_K: tile_q2k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
-    case GGML_Q3_K: tile_q3k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
-    case GGML_Q4_K: tile_q4k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
-    case GGML_Q5_K: tile_q5k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
-    default: tile_q6k(R, P, wr, ri, nb, xp, y, ldy, p0, pf); break;
-    }
-}
+/* the row walk of each type (ROWS_OVER_TILES: tiles of up to KQ_PT positions, 1 or 2 rows; one walk per type, so
+ * each inlines only its own tiles) */
+#define KQ_TILE_T(tile)                                                                                           \
+    INLINE void tile##_t(int t, int R, int P, const unsigned char *const *wr, const int *ri, int nb,            \
+                         const act_q8k *const *xp, float *y, int ldy, int p0, size_t pf) {                        \
+        (void)t;                                                                                                  \
+        tile(R, P, wr, ri, nb, xp, y, ldy, p0, pf);                                                               \
+    }                                                                                                             \
+    ROWS_OVER_TILES(tile##_rows, act_q8k, QK_K, tile##_t, KQ_PT, KQ_WITH)
+KQ_TILE_T(tile_q2k)
+KQ_TILE_T(tile_q3k)
+KQ_TILE_T(tile_q4k)
+KQ_TILE_T(tile_q5k)
+KQ_TILE_T(tile_q6k)
 
-ROWS_OVER_TILES(rows_kq, act_q8k, QK_K, tile_kq, KQ_PT, KQ_WITH)
 
 /* Blocks of `min` positions or more through the 8-rows-in-the-lanes tile (kern_tile_kq_avx2.c), smaller ones through
  * the per-row kernel above; both compute the per-row chains (llama.cpp's, kquant.h), so the same bits. The tile
@@ -591,11 +593,11 @@ ROWS_OVER_TILES(rows_kq, act_q8k, QK_K, tile_kq, KQ_PT, KQ_WITH)
         else ROWS(w, rb, cols, x, xs, n, y, ldy, r0, r1);                                                         \
     }
 /* 2 rows x up to KQ_PT positions per tile */
-ROWS_MM(mm_q2_k_rows, rows_kq, GGML_Q2_K, 2, KQ_PT)
-ROWS_MM(mm_q3_k_rows, rows_kq, GGML_Q3_K, 2, KQ_PT)
-ROWS_MM(mm_q4_k_rows, rows_kq, GGML_Q4_K, 2, KQ_PT)
-ROWS_MM(mm_q5_k_rows, rows_kq, GGML_Q5_K, 2, KQ_PT)
-ROWS_MM(mm_q6_k_rows, rows_kq, GGML_Q6_K, 2, KQ_PT)
+ROWS_MM(mm_q2_k_rows, tile_q2k_rows, GGML_Q2_K, 2, KQ_PT)
+ROWS_MM(mm_q3_k_rows, tile_q3k_rows, GGML_Q3_K, 2, KQ_PT)
+ROWS_MM(mm_q4_k_rows, tile_q4k_rows, GGML_Q4_K, 2, KQ_PT)
+ROWS_MM(mm_q5_k_rows, tile_q5k_rows, GGML_Q5_K, 2, KQ_PT)
+ROWS_MM(mm_q6_k_rows, tile_q6k_rows, GGML_Q6_K, 2, KQ_PT)
 #ifdef KERN_ROWS_AVX512
 KQ_MM(kern_rows_kq_mm_q2_k_vnni, mm_q2_k_rows, kern_tile_mm_q2_k_vnni, 40)
 KQ_MM(kern_rows_kq_mm_q3_k_vnni, mm_q3_k_rows, kern_tile_mm_q3_k_vnni, 48)

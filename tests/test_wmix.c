@@ -9,57 +9,47 @@
 #include "model/wmix.h"
 #include "testlib.h"
 
-static void check_file(const char *mix_name, const char *rel) {
+/* Every matrix of the file at path has the mix's type (after wtype_fit: the writers' fallback for rows that are not
+ * whole blocks; a no-op on llama.cpp's files). Returns the Q6_K count; *n_mat, *n_layer: the matrices and layers. */
+static int check_types(const char *what, const char *path, const char *mix_name, int *n_mat, int *n_layer) {
     wmix m;
     CHECK(wmix_from_name(mix_name, &m) && m.more_bits, "%s parses as a mix", mix_name);
-    gguf_file f;
-    sd_error err;
-    if (gguf_open(&f, tl_shared(rel), &err) != SD_OK) {
-        CHECK(0, "%s: %s", rel, err.msg);
-        return;
-    }
-    int64_t n_layer = 0;
-    bool bad = false;
-    CHECK(gguf_get_int(&f, "llama.block_count", &n_layer, &bad) && !bad && n_layer > 0, "%s: block_count", rel);
-    int n_mat = 0, n_q6 = 0;
-    for (uint64_t i = 0; i < f.n_tensors; i++) {
-        const gguf_tensor *t = &f.tensors[i];
-        if (t->n_dims != 2) continue;
-        uint32_t want = wmix_type(&m, t->name, (int)n_layer);
-        CHECK(want == t->type, "%s %s: llama.cpp wrote %s, the mix says %s", mix_name, t->name, ggml_type_name(t->type),
-              ggml_type_name(want));
-        n_mat++;
-        n_q6 += t->type == GGML_Q6_K;
-    }
-    /* 8 layers: output.weight and attn_v + ffn_down of layers 0, 3, 6, 7 */
-    CHECK(n_mat == 2 + 7 * (int)n_layer && n_q6 == 9, "%s: %d matrices, %d Q6_K", rel, n_mat, n_q6);
-    gguf_close(&f);
-}
-
-/* every matrix of a file the writers made with `mix` has the mix's type (after wtype_fit); returns the Q6_K count */
-static int check_written(const char *what, const char *path, const char *mix_name) {
-    wmix m;
-    wmix_from_name(mix_name, &m);
+    *n_mat = *n_layer = 0;
     gguf_file f;
     sd_error err;
     if (gguf_open(&f, path, &err) != SD_OK) {
         CHECK(0, "%s: %s", what, err.msg);
         return 0;
     }
-    int64_t n_layer = 0;
+    int64_t nl = 0;
     bool bad = false;
-    gguf_get_int(&f, "llama.block_count", &n_layer, &bad);
+    CHECK(gguf_get_int(&f, "llama.block_count", &nl, &bad) && !bad && nl > 0, "%s: block_count", what);
+    *n_layer = (int)nl;
     int n_q6 = 0;
     for (uint64_t i = 0; i < f.n_tensors; i++) {
         const gguf_tensor *t = &f.tensors[i];
         if (t->n_dims != 2) continue;
-        uint32_t want = wtype_fit(wmix_type(&m, t->name, (int)n_layer), t->ne[0]);
-        CHECK(want == t->type, "%s %s: written %s, the mix says %s", what, t->name, ggml_type_name(t->type),
+        uint32_t want = wtype_fit(wmix_type(&m, t->name, (int)nl), t->ne[0]);
+        CHECK(want == t->type, "%s %s: the file has %s, the mix says %s", what, t->name, ggml_type_name(t->type),
               ggml_type_name(want));
+        (*n_mat)++;
         n_q6 += t->type == GGML_Q6_K;
     }
     gguf_close(&f);
     return n_q6;
+}
+
+/* llama-quantize's own file: 8 layers, so output.weight and attn_v + ffn_down of layers 0, 3, 6, 7 */
+static void check_file(const char *mix_name, const char *rel) {
+    int n_mat, n_layer;
+    int n_q6 = check_types(rel, tl_shared(rel), mix_name, &n_mat, &n_layer);
+    CHECK(n_mat == 2 + 7 * n_layer && n_q6 == 9, "%s: %d matrices, %d Q6_K", rel, n_mat, n_q6);
+}
+
+/* a file the writers made with the mix: its Q6_K count */
+static int check_written(const char *what, const char *path, const char *mix_name) {
+    int n_mat, n_layer;
+    return check_types(what, path, mix_name, &n_mat, &n_layer);
 }
 
 int main(void) {

@@ -4,7 +4,12 @@
 Categories (10 prompts each):
   story   story openings from ../shared/data/stories_dev.jsonl (free text);
   repeat  a sentence said three times, then its first words again (the story models fall into repeating it);
-  copy    a story passage from ../shared/data/stories_corpus.txt followed by its own first sentence.
+  copy    a story passage from ../shared/data/stories_corpus.txt followed by its own first sentence;
+  loop    story openings whose answers fall into repeating themselves (5 prompts): the stories_dev.jsonl openings,
+          beyond the story category's ten, whose 160-token greedy answer from stories-ee the n-gram lookup predicts
+          best (n-gram gamma 8: tau >= 3.2 against 1.2-2.9 for the others), strongest first; found with
+          specdec bench spec -m ../shared/models/stories-ee.gguf -c 512 -n 160 --methods ngram:gamma=8 over each
+          opening as its own category. (The story models do not copy their prompt; they do repeat their own answer.)
 Deterministic: python3 bench/make_mixed.py > bench/mixed.jsonl
 """
 import json
@@ -13,6 +18,8 @@ import re
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "..", "shared", "data")
+
+LOOP = [27, 30, 25, 21, 13]  # stories_dev.jsonl indices of the loop category (see above)
 
 out = []
 with open(os.path.join(DATA, "stories_dev.jsonl")) as f:
@@ -47,6 +54,9 @@ for s in corpus[20:]:
     n += 1
     if n == 10:
         break
+
+for i, k in enumerate(LOOP):
+    out.append({"question_id": 5000 + i, "category": "loop", "turns": stories[k]["turns"][:1]})
 
 for q in out:
     print(json.dumps(q))

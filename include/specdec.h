@@ -621,7 +621,7 @@ bool sd_spec_uses(const sd_spec_params *sp, sd_spec_method m);
 /* auto: one candidate method's share of a generation. */
 enum { SD_AUTO_MAX_CANDS = 12 };
 typedef struct sd_auto_cand_stats {
-    char name[24];        /* "none", "ngram", "draft", "early-exit:E" */
+    char name[24];        /* "none", "ngram", "ngram:repeat", "draft", "early-exit:E", "swift" */
     int rounds;           /* rounds it ran */
     int best, held, probe; /* why: the highest expected tokens/s / kept by hysteresis / a probe (auto_probe) */
     int gamma_sum;        /* drafts it was asked for, over its rounds (mean gamma = gamma_sum / rounds) */

@@ -6,7 +6,11 @@
  *
  * Acceptance: every (family, gamma) replays its own rounds over the text (auto_choose.h), from each family's
  * prediction at every position of the history, which the rounds compute anyway:
- *  - n-gram: its lookup at each position (cheap): the proposal, compared with the tokens emitted after it;
+ *  - n-gram: its lookup at each position (cheap): the proposal, compared with the tokens emitted after it. Two
+ *    families run the same lookup: one wherever it proposes, one only where the text's last NG_REP tokens occurred
+ *    before (the text repeating itself: a greedy answer in a loop). Their rounds are counted apart, so the second's
+ *    acceptance is that of a repeat, not diluted by the lookup's guesses on free text, and it can take over in the
+ *    round a loop is seen;
  *  - draft model: its greedy prediction at every position (argmax of its logits where it read hist[q]); for a
  *    greedy chain the accepted length from p is exactly the run of predictions that match the text from p. Its
  *    cache is kept in step with the history every round (a block forward over the tokens it has not seen, logits of
@@ -35,14 +39,15 @@
 
 /* INIT_STARTS: prompt positions replayed at the beginning, each round there of weight PROMPT_W; PRIOR_W: the prior's
  * weight in rounds */
-enum { MAX_FAM = SD_AUTO_MAX_CANDS, RING = 512, INIT_STARTS = 32 };
+/* NG_REP: the repeated context (tokens) of the lookup family that proposes only in repeats */
+enum { MAX_FAM = SD_AUTO_MAX_CANDS, RING = 512, INIT_STARTS = 32, NG_REP = 8 };
 static const double PROMPT_W = 0.03, PRIOR_W = 1.0;
 
 typedef enum { FAM_NONE, FAM_NGRAM, FAM_DRAFT, FAM_EXIT, FAM_SWIFT } fam_kind;
 
 typedef struct fam {
     fam_kind kind;
-    int E;           /* early exit: its depth */
+    int E;           /* early exit: its depth; n-gram: the repeated context it needs (0: none) */
     int32_t *pred;   /* [RING] model families: greedy prediction of the drafter at position q (index q % RING) */
     int32_t *tag;    /* [RING] the position pred holds (-1: none) */
     int frontier;    /* positions < frontier have all the predictions they will get */
@@ -75,6 +80,7 @@ typedef struct auto_drafter {
     /* the n-gram lookup at every position q: its proposal (index q % RING) */
     int32_t *ng_tok;            /* [RING][G] */
     int *ng_k, *ng_tag;         /* [RING] its length, the position it is for (-1: none) */
+    bool *ng_rep;               /* [RING] hist[q - NG_REP + 1 .. q] occurred earlier in the text */
     /* the round */
     int n0, k, hl_begin;
     const float *embd;          /* the plan's states at depth hl_begin ([k + 1][D]) when hl_begin > 0 */
@@ -173,7 +179,7 @@ static int ngram_outcome(void *user, int p, int g, int *L, int *d) {
     const auto_drafter *a = rv->a;
     if (p > rv->n - 1) return 0;
     if (a->ng_tag[p % RING] != p) return -1;
-    const int k = a->ng_k[p % RING];
+    const int k = rv->f->E > 0 && !a->ng_rep[p % RING] ? 0 : a->ng_k[p % RING]; /* no repeat: a plain step */
     const int32_t *tok = a->ng_tok + (size_t)(p % RING) * a->G;
     *d = k < g ? k : g;
     for (int j = 0; j < *d; j++) {
@@ -182,6 +188,15 @@ static int ngram_outcome(void *user, int p, int g, int *L, int *d) {
     }
     if (p + *d + 1 > rv->n - 1) return 0;
     return *L = *d, 1;
+}
+
+/* hist[n - m .. n) occurs earlier in hist[0 .. n - 1) */
+static bool repeats(const int32_t *hist, int n, int m) {
+    if (n - m < 1) return false;
+    const int32_t *pat = hist + n - m;
+    for (int j = n - m - 1; j >= 0; j--)
+        if (hist[j + m - 1] == pat[m - 1] && memcmp(hist + j, pat, (size_t)m * sizeof *pat) == 0) return true;
+    return false;
 }
 
 /* The n-gram lookup at every position in [from, to] (hist[0 .. to] known) not looked up yet. */
@@ -195,6 +210,7 @@ static void lookups(auto_drafter *a, int32_t *hist, int from, int to) {
         a->ng_k[p % RING] = k > 0 ? k : 0;
         a->ng_tag[p % RING] = p;
         memcpy(a->ng_tok + (size_t)(p % RING) * a->G, a->scratch.token, (size_t)a->ng_k[p % RING] * sizeof(int32_t));
+        a->ng_rep[p % RING] = repeats(hist, p + 1, NG_REP);
     }
     a->base.t_aux += now_s() - t0;
 }
@@ -244,10 +260,11 @@ static void swift_estimate(auto_drafter *a) {
 /* ------------------------------------------------------------------ the choice */
 /* The choice for the round starting at hist[n - 1] (its lookup is made). */
 static void choose(auto_drafter *a, int n) {
-    const int ng = fam_of(a, FAM_NGRAM);
-    if (ng >= 0) {
-        a->af[ng].avail_known = a->ng_tag[(n - 1) % RING] == n - 1;
-        a->af[ng].avail = a->af[ng].avail_known ? a->ng_k[(n - 1) % RING] : 0;
+    const int q = (n - 1) % RING;
+    for (int ng = 0; ng < a->n_fam; ng++) {
+        if (a->fams[ng].kind != FAM_NGRAM) continue;
+        a->af[ng].avail_known = a->ng_tag[q] == n - 1;
+        a->af[ng].avail = a->af[ng].avail_known && (a->fams[ng].E == 0 || a->ng_rep[q]) ? a->ng_k[q] : 0;
     }
     ac_pick pk;
     if (a->probe > 0 && a->round > 0 && a->round % a->probe == 0) { /* the family run least recently */
@@ -534,6 +551,7 @@ static void ad_free(drafter *d) {
     free(a->ng_tok);
     free(a->ng_k);
     free(a->ng_tag);
+    free(a->ng_rep);
     free(a->hl);
     free(a->sh_in);
     free(a->sh_logits);
@@ -620,10 +638,11 @@ drafter *drafter_auto_new(sd_ctx *target, int seq, const sd_sampler *smp, const 
     a->ng_tok = malloc((size_t)RING * a->G * sizeof(int32_t));
     a->ng_k = malloc(RING * sizeof(int));
     a->ng_tag = malloc(RING * sizeof(int));
+    a->ng_rep = malloc(RING * sizeof(bool));
     a->hl = malloc((size_t)a->L * (gmax + 1) * a->D * sizeof(float));
     a->sh_in = malloc((size_t)(gmax + 1) * a->D * sizeof(float));
     a->sh_logits = malloc((size_t)(gmax + 1) * a->V * sizeof(float));
-    if (!a->keep || !a->scratch_tok || !a->scratch_par || !a->ng_tok || !a->ng_k || !a->ng_tag || !a->hl || !a->sh_in ||
+    if (!a->keep || !a->scratch_tok || !a->scratch_par || !a->ng_tok || !a->ng_k || !a->ng_tag || !a->ng_rep || !a->hl || !a->sh_in ||
         !a->sh_logits)
         goto nomem;
     for (int q = 0; q < RING; q++) a->ng_tag[q] = -1;
@@ -632,7 +651,8 @@ drafter *drafter_auto_new(sd_ctx *target, int seq, const sd_sampler *smp, const 
     if (pool & SD_MASK(SD_SPEC_NONE) && !add_fam(a, FAM_NONE, 0, "none", 0, 0, 1, 0)) goto nomem;
     if (pool & SD_MASK(SD_SPEC_NGRAM)) {
         if (!(a->ngram = drafter_ngram_new(sp->ngram_max, sp->ngram_min)) ||
-            !add_fam(a, FAM_NGRAM, 0, "ngram", 1e-3 * T0, 1, 1, a->G))
+            !add_fam(a, FAM_NGRAM, 0, "ngram", 1e-3 * T0, 1, 1, a->G) ||
+            !add_fam(a, FAM_NGRAM, NG_REP, "ngram:repeat", 1e-3 * T0, 1, 1, a->G))
             goto nomem;
     }
     if (pool & SD_MASK(SD_SPEC_DRAFT)) {

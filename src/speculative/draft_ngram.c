@@ -1,5 +1,10 @@
 /* draft_ngram: prompt lookup — find the latest earlier occurrence of the last n tokens (n = n_max..n_min) and
- * propose the tokens that followed it. No distribution: q is one-hot. */
+ * propose the tokens that followed it. No distribution: q is one-hot.
+ *
+ * The proposal is the lookup in the text extended by its own proposal: where the tokens that followed the
+ * occurrence run into the end of the history (the occurrence is P tokens back, the text repeating with period P),
+ * it goes on with its own proposal P tokens back. A text in a loop of P tokens is proposed up to the round's limit,
+ * not only up to P. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,11 +24,12 @@ static int ng_draft(drafter *d, int32_t *hist, int n, int max, ctrl *c, draft_tr
         const int32_t *pat = hist + n - len;
         for (int j = n - len - 1; j >= 0; j--) {
             if (memcmp(hist + j, pat, (size_t)len * sizeof *pat) != 0) continue;
+            const int P = n - (j + len); /* the occurrence's distance back: hist[j + len + k] for k < P */
             int k = 0;
-            while (k < max && j + len + k < n) {
+            while (k < max) {
                 ctrl_feat f = {1.0f, NULL, 0, k ? t->token[k - 1] : hist[n - 1]}; /* no distribution, no state */
                 if (!ctrl_keep(c, k, &f)) break;
-                t->token[k] = hist[j + len + k];
+                t->token[k] = k < P ? hist[j + len + k] : t->token[k - P];
                 k++;
             }
             if (k > 0) return k;

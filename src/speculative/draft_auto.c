@@ -173,13 +173,18 @@ static int model_outcome(void *user, int p, int g, int *L, int *d) {
     return *L = g, 1;
 }
 
+/* The length of lookup family fm's proposal at position q (looked up): the repeat family proposes only in repeats. */
+static int ng_len(const auto_drafter *a, const fam *fm, int q) {
+    return fm->E > 0 && !a->ng_rep[q % RING] ? 0 : a->ng_k[q % RING];
+}
+
 /* ac_outcome of the n-gram lookup: its proposal at p, cut at g, against the text. */
 static int ngram_outcome(void *user, int p, int g, int *L, int *d) {
     const replay_view *rv = user;
     const auto_drafter *a = rv->a;
     if (p > rv->n - 1) return 0;
     if (a->ng_tag[p % RING] != p) return -1;
-    const int k = rv->f->E > 0 && !a->ng_rep[p % RING] ? 0 : a->ng_k[p % RING]; /* no repeat: a plain step */
+    const int k = ng_len(a, rv->f, p); /* 0: a plain step */
     const int32_t *tok = a->ng_tok + (size_t)(p % RING) * a->G;
     *d = k < g ? k : g;
     for (int j = 0; j < *d; j++) {
@@ -260,11 +265,10 @@ static void swift_estimate(auto_drafter *a) {
 /* ------------------------------------------------------------------ the choice */
 /* The choice for the round starting at hist[n - 1] (its lookup is made). */
 static void choose(auto_drafter *a, int n) {
-    const int q = (n - 1) % RING;
     for (int ng = 0; ng < a->n_fam; ng++) {
         if (a->fams[ng].kind != FAM_NGRAM) continue;
-        a->af[ng].avail_known = a->ng_tag[q] == n - 1;
-        a->af[ng].avail = a->af[ng].avail_known && (a->fams[ng].E == 0 || a->ng_rep[q]) ? a->ng_k[q] : 0;
+        a->af[ng].avail_known = a->ng_tag[(n - 1) % RING] == n - 1;
+        a->af[ng].avail = a->af[ng].avail_known ? ng_len(a, &a->fams[ng], n - 1) : 0;
     }
     ac_pick pk;
     if (a->probe > 0 && a->round > 0 && a->round % a->probe == 0) { /* the family run least recently */

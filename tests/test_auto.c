@@ -191,8 +191,30 @@ static void chooser(void) {
           "carried: 20 rounds scaled to 8 (R %g, next %d)", dst.sim[2].R, dst.sim[2].next);
     CHECK(dst.sim[3].R == 5 && dst.sim[3].A == src.sim[3].A && dst.sim[3].next == 12, "carried: 5 rounds as they are");
     CHECK(dst.sim[1].R == 1 && dst.sim[1].next == 7, "no rounds of g = 1 to carry: the prior stays");
+    /* a batch's costs: each sequence's share of a pass where all verify d drafts; flat alone, steep in a batch of 4 */
+    {
+        const int bs[2] = {1, 4};
+        double tab[2][9];
+        for (int x = 0; x <= 8; x++) tab[0][x] = 1 + 0.02 * x, tab[1][x] = 1.3 + 1.2 * x;
+        sd_sv_latency *lat = NULL;
+        CHECK(sd_sv_latency_new(8, bs, 2, &tab[0][0], &lat, NULL) == SD_OK, "synthetic latency table");
+        double T1[AC_GMAX + 1], T4[AC_GMAX + 1];
+        ac_batch_costs(lat, 1, 8, T1);
+        ac_batch_costs(lat, 4, 8, T4);
+        CHECK(fabs(T1[3] - 1.06) < 1e-12 && fabs(T4[0] - 1.3 / 4) < 1e-12 && fabs(T4[3] - (1.3 + 3.6) / 4) < 1e-12,
+              "batch shares (alone %g, 4 at 3 drafts %g)", T1[3], T4[3]);
+        static ac_family b;
+        b = (ac_family){.c = 0.001, .v = 1, .gmax = 8};
+        for (int g = 1; g <= 8; g++) ac_sim_init(&b.sim[g], g, 100, 0.8, 0);
+        int ga, gb4;
+        ac_best_g(&b, T1, 8, 0, &ga);
+        ac_best_g(&b, T4, 8, 0, &gb4);
+        CHECK(ga >= 4 && gb4 >= 1 && gb4 < ga, "a batch drafts shorter where its blocks are dearer (alone %d, 4: %d)", ga,
+              gb4);
+        sd_sv_latency_free(lat);
+    }
     printf("  chooser: replayed rounds, rates, gamma by T, cost flip, overhead, hysteresis of family and gamma, plain "
-           "fallback, estimates carried\n");
+           "fallback, estimates carried, batch shares\n");
 }
 
 /* ------------------------------------------------------------------ 2. greedy + caches */
@@ -334,6 +356,14 @@ static void batch(void) {
     sd_error err = {0};
     CHECK(sd_sched_new(ct, NULL, &sc, &err) == SD_OK, "sched: %s", err.msg);
     sd_session *ss[P] = {0};
+    /* sessions 0..2 read a latency table whose batch rows make every draft dear (1 s a drafted position, 1 ms a plain
+     * step) and whose single row is flat: they decode plainly while batched (the merged passes refresh the plain
+     * cells with real times, ~1 ms, far from 1 s) */
+    const int bs[3] = {1, 2, 8};
+    double tab[3][9];
+    for (int x = 0; x <= 8; x++) tab[0][x] = 1e-3, tab[1][x] = 2e-3 + 2 * x, tab[2][x] = 8e-3 + 8 * x;
+    sd_sv_latency *lat = NULL;
+    CHECK(sd_sv_latency_new(8, bs, 3, &tab[0][0], &lat, &err) == SD_OK, "latency table: %s", err.msg);
     int32_t want[P][NP], prompts[P][128];
     int n_want[P], n_prompt[P];
     for (int i = 0; i < P; i++) { /* the plain outputs first (sd_generate runs on sequence 0) */
@@ -361,6 +391,7 @@ static void batch(void) {
         p.spec.method = SD_SPEC_AUTO;
         p.spec.draft_ctx = i % 3 ? cd : NULL; /* with and without the draft model */
         p.spec.auto_probe = i == 4 ? 1 : 0;
+        p.spec.sv_latency = i < 3 ? lat : NULL;
         CHECK(sd_session_new(ct, &p, &ss[i], &err) == SD_OK, "session: %s", err.msg);
         CHECK(sd_session_set_prompt(ss[i], prompt, np, &err) == SD_OK, "prompt: %s", err.msg);
         CHECK(sd_sched_add(sc, ss[i], &err) == SD_OK, "add: %s", err.msg);
@@ -378,9 +409,22 @@ static void batch(void) {
                     memcmp(got, want[i], (size_t)n * sizeof *got) == 0;
         differ += !same;
         CHECK(same, "batch session %d differs from plain greedy (%d vs %d tokens) %s", i, n, n_want[i], err.msg);
+        if (i < 3) { /* the batch's costs: plain steps in most rounds (the last sessions may run alone at the end) */
+            sd_spec_stats st;
+            sd_session_stats(ss[i], &st);
+            int rounds = 0, plain = 0;
+            for (int c = 0; c < st.n_auto_cands; c++) {
+                rounds += st.auto_cands[c].rounds;
+                if (!strcmp(st.auto_cands[c].name, "none")) plain += st.auto_cands[c].rounds;
+            }
+            CHECK(rounds > 0 && 4 * plain >= 3 * rounds, "batch session %d with dear batch drafts: %d plain rounds of %d",
+                  i, plain, rounds);
+        }
         sd_session_free(ss[i]);
     }
-    printf("  batch: %d auto sessions (3 with the draft model, one switching every round), %d steps: %d differ\n", P,
+    sd_sv_latency_free(lat);
+    printf("  batch: %d auto sessions (3 with the draft model, 3 pricing rounds by a batch table, one switching every "
+           "round), %d steps: %d differ\n", P,
            steps, differ);
     sd_sched_free(sc);
     sd_ctx_free(ct);

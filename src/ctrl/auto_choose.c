@@ -3,6 +3,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "specdec.h"
+
 void ac_sim_init(ac_sim *s, int g, double w, double a, int start) {
     memset(s, 0, sizeof *s);
     s->next = start;
@@ -139,4 +141,11 @@ void ac_monotone(double *t, int n) {
     }
     for (int b = 0, i = 0; b < nb; b++)
         for (int j = 0; j < size[b]; j++) t[i++] = mean[b];
+}
+
+void ac_batch_costs(const struct sd_sv_latency *l, int nb, int n, double *out) {
+    if (n > AC_GMAX) n = AC_GMAX;
+    if (nb < 1) nb = 1;
+    for (int d = 0; d <= n; d++) out[d] = sd_sv_latency_time(l, nb * d, nb) / nb;
+    ac_monotone(out, n);
 }

@@ -83,6 +83,12 @@ double ac_best_g(const ac_family *f, const double *t, int n_t, double o, int *g)
  * the hysteresis fraction). */
 ac_pick ac_choose(const ac_family *fam, int n, const double *t, int n_t, double o, int cur, int cur_g, double hyst);
 
+struct sd_sv_latency;
+/* In a batch of nb sequences whose verification passes merge: out[0..n] = T(nb d, nb) / nb from the latency table,
+ * the share of each sequence in a pass where every one verifies d drafts, made non-decreasing (the choice that is
+ * best for all alike when the sequences are alike: a batch leaves the memory-bound regime at shorter drafts). */
+void ac_batch_costs(const struct sd_sv_latency *l, int nb, int n, double *out);
+
 /* Makes t[0..n] non-decreasing with the least squared change (pool adjacent violators): a latency table measured
  * on a busy machine has cells that came out faster than their smaller neighbours. */
 void ac_monotone(double *t, int n);

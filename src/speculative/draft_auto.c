@@ -74,6 +74,8 @@ typedef struct auto_drafter {
     double decay, hyst;
     double T[AC_GMAX + 1];      /* seconds of a verification pass over n drafts: scale * shape */
     double shape[AC_GMAX + 1], scale;
+    int nb;                     /* sequences whose verification passes merge with this one's (drafter.batched) */
+    double Tb[AC_GMAX + 1];     /* nb > 1: the session's share of a batch pass where every sequence verifies n drafts */
     bool t_measured;            /* T holds a measured scale (a table, or a live pass) */
     double overhead;            /* seconds per round of the estimators */
     int p_full;                 /* rounds of the replays started before it are the prompt's */
@@ -263,8 +265,20 @@ static void swift_estimate(auto_drafter *a) {
 }
 
 /* ------------------------------------------------------------------ the choice */
+/* The verification costs the choice reads. Alone: T. In a batch of nb sequences (a scheduler merges their passes):
+ * the session's share of a batch pass, from the latency table's batch rows (ac_batch_costs; the scheduler's merged
+ * passes refresh them). Without a table the batch is not known to cost anything else: T. */
+static const double *verify_costs(auto_drafter *a) {
+    if (a->nb <= 1 || !a->lat) return a->T;
+    ac_batch_costs(a->lat, a->nb, a->G, a->Tb);
+    return a->Tb;
+}
+
+static void ad_batched(drafter *d, int n_seqs) { ((auto_drafter *)d)->nb = n_seqs < 1 ? 1 : n_seqs; }
+
 /* The choice for the round starting at hist[n - 1] (its lookup is made). */
 static void choose(auto_drafter *a, int n) {
+    const double *T = verify_costs(a);
     for (int ng = 0; ng < a->n_fam; ng++) {
         if (a->fams[ng].kind != FAM_NGRAM) continue;
         a->af[ng].avail_known = a->ng_tag[(n - 1) % RING] == n - 1;
@@ -276,10 +290,10 @@ static void choose(auto_drafter *a, int n) {
         for (int i = 0; i < a->n_fam; i++)
             if (a->fams[i].kind != FAM_NONE && !a->af[i].off && (f < 0 || a->fams[i].last_run < a->fams[f].last_run)) f = i;
         pk.fam = f;
-        if (f >= 0) ac_best_g(&a->af[f], a->T, a->G, a->overhead, &pk.g);
+        if (f >= 0) ac_best_g(&a->af[f], T, a->G, a->overhead, &pk.g);
         pk.why = AC_PROBE;
     } else {
-        pk = ac_choose(a->af, a->n_fam, a->T, a->G, a->overhead, a->hold, a->hold_g, a->hyst);
+        pk = ac_choose(a->af, a->n_fam, T, a->G, a->overhead, a->hold, a->hold_g, a->hyst);
     }
     if (pk.fam < 0) /* every candidate is off (a failed catch-up): plain steps on whichever family is current */
         pk = (ac_pick){fam_of(a, FAM_NONE) >= 0 ? fam_of(a, FAM_NONE) : a->cur >= 0 ? a->cur : 0, 0, 0, AC_BEST};
@@ -287,7 +301,7 @@ static void choose(auto_drafter *a, int n) {
     a->cur_g = pk.g;
     if (pk.why != AC_PROBE) a->hold = pk.fam, a->hold_g = pk.g;
     a->why = pk.why;
-    ac_rate(&a->af[pk.fam], pk.g, a->T, a->G, a->overhead, &a->est_acc, &a->est_s);
+    ac_rate(&a->af[pk.fam], pk.g, T, a->G, a->overhead, &a->est_acc, &a->est_s);
 }
 
 /* ------------------------------------------------------------------ across generations */
@@ -625,6 +639,7 @@ drafter *drafter_auto_new(sd_ctx *target, int seq, const sd_sampler *smp, const 
     a->state = sp->auto_state;
     a->cur = -1;
     a->hold = -1;
+    a->nb = 1;
     /* T(n): the table's, else a guess (each drafted position 10% of a pass) that the first live pass scales */
     a->t_measured = a->lat != NULL;
     for (int i = 0; i <= a->G; i++) a->shape[i] = a->lat ? sd_sv_latency_time(a->lat, i, 1) : 1.0 + 0.1 * i;
@@ -706,7 +721,7 @@ drafter *drafter_auto_new(sd_ctx *target, int seq, const sd_sampler *smp, const 
     c->a = a;
     *view = &c->base;
     a->base = (drafter){"auto", 0, ad_begin, ad_draft, ad_plan, ad_verified, ad_on_verified, ad_free, a->base.draft_ctx,
-                        a->model ? ad_start : NULL, a->model ? ad_next : NULL, ad_timed};
+                        a->model ? ad_start : NULL, a->model ? ad_next : NULL, ad_timed, ad_batched};
     a->cur = fam_of(a, FAM_NONE) >= 0 ? fam_of(a, FAM_NONE) : 0;
     return &a->base;
 nomem:

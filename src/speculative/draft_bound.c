@@ -144,7 +144,7 @@ drafter *drafter_bound_new(sd_ctx *target, int seq, const sd_spec_params *sp, co
         err_set(err, SD_ERR_NOMEM, "out of memory creating the SpecBound drafter");
         return NULL;
     }
-    bd->base = (drafter){"specbound", 0, NULL, bd_draft, bd_plan, NULL, NULL, bd_free, NULL, NULL, NULL, NULL};
+    bd->base = (drafter){"specbound", 0, NULL, bd_draft, bd_plan, NULL, NULL, bd_free, NULL, NULL, NULL, NULL, NULL};
     bd->ctx = target;
     bd->seq = seq;
     bd->heads = heads;

@@ -204,7 +204,7 @@ drafter *drafter_exit_new(sd_ctx *target, int seq, int E, const sd_exit_heads *h
     } else {
         memset(ex->want, 1, (size_t)gmax + 1);
     }
-    ex->base = (drafter){del ? "del" : "early-exit", 0, ex_begin, ex_draft, ex_plan, ex_verified, ex_on_verified, ex_free, NULL, NULL, NULL, NULL};
+    ex->base = (drafter){del ? "del" : "early-exit", 0, ex_begin, ex_draft, ex_plan, ex_verified, ex_on_verified, ex_free, NULL, NULL, NULL, NULL, NULL};
     ex->ctx = target;
     ex->seq = seq;
     ex->E = E;

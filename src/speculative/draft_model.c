@@ -295,7 +295,7 @@ drafter *drafter_model_new(sd_ctx *dctx, int seq, const sd_sampler *smp, const s
         err_set(err, SD_ERR_NOMEM, "out of memory creating the draft model's drafter");
         return NULL;
     }
-    md->base = (drafter){"draft", 0, md_begin, md_draft, NULL, NULL, md_on_verified, md_free, dctx, md_start, md_next, NULL};
+    md->base = (drafter){"draft", 0, md_begin, md_draft, NULL, NULL, md_on_verified, md_free, dctx, md_start, md_next, NULL, NULL};
     md->ctx = dctx;
     md->seq = seq;
     md->greedy = sd_sampler_is_greedy(smp);

@@ -43,7 +43,7 @@ static void ng_free(drafter *d) { free(d); }
 drafter *drafter_ngram_new(int n_max, int n_min) {
     ngram_drafter *g = calloc(1, sizeof *g);
     if (!g) return NULL;
-    g->base = (drafter){"ngram", 0, NULL, ng_draft, NULL, NULL, NULL, ng_free, NULL, NULL, NULL, NULL};
+    g->base = (drafter){"ngram", 0, NULL, ng_draft, NULL, NULL, NULL, ng_free, NULL, NULL, NULL, NULL, NULL};
     g->n_max = n_max;
     g->n_min = n_min;
     return &g->base;

@@ -317,7 +317,7 @@ drafter *drafter_swift_new(sd_ctx *target, int seq, const sd_sampler *smp, const
     swift_opt_configure(sw->st, sp);
     sd_swift_state_best(sw->st, sw->skip, NULL, NULL);
     sw->steps0 = swift_opt_steps(sw->st);
-    sw->base = (drafter){"swift", 0, sw_begin, sw_draft, NULL, NULL, sw_on_verified, sw_free, NULL, NULL, NULL, NULL};
+    sw->base = (drafter){"swift", 0, sw_begin, sw_draft, NULL, NULL, sw_on_verified, sw_free, NULL, NULL, NULL, NULL, NULL};
     sw->ctx = target;
     sw->seq = seq;
     sw->L = info.n_layer;

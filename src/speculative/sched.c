@@ -260,15 +260,17 @@ sd_status sd_sched_step(sd_sched *sc, sd_error *err) {
     sd_sv_latency *lat = sv_select_batch(sc, n_adm);
     /* 4. the target's forwards (verification blocks and prompt chunks), merged */
     int m = 0, n_verify = 0, n_drafts = 0;
+    bool full = true; /* every block runs every layer (early exit's verification runs only its upper layers) */
     for (int i = 0; i < n_adm; i++)
         if (sc->kind[i] == FWD_TARGET) {
             sc->idx[m++] = i;
+            full &= sc->reqs[i].layer_begin == 0 && sc->reqs[i].layer_end == 0;
             if (!session_prefilling(sc->who[i])) n_verify++, n_drafts += sc->reqs[i].n - 1;
-            if (!lat && !session_prefilling(sc->who[i])) lat = session_live_latency(sc->who[i]); /* refreshed below */
+            if (!lat && !session_prefilling(sc->who[i])) lat = session_batch_latency(sc->who[i]); /* refreshed below */
         }
     double t0 = now_s();
     sd_status s3 = run_some(sc, sc->ws, sc->target, sc->idx, m, err);
-    if (lat && !s3 && m == n_verify) sd_sv_latency_observe(lat, n_drafts, n_verify, now_s() - t0, 0.9);
+    if (lat && !s3 && m == n_verify && full) sd_sv_latency_observe(lat, n_drafts, n_verify, now_s() - t0, 0.9);
     if (s3) st = s3;
     /* finished sessions leave */
     int w = 0;

@@ -312,9 +312,15 @@ int session_need(const sd_session *s) {
     return round_max(s) + 1;
 }
 
+/* The drafter learns how many sequences' passes merge with the session's (drafter.batched). */
+static void tell_batch(const sd_session *s) {
+    if (s->meth.d && s->meth.d->batched) s->meth.d->batched(s->meth.d, s->sched ? sd_sched_n_live(s->sched) : 1);
+}
+
 /* The prompt is in the target's cache: the drafter catches up, decoding starts. */
 static bool start_decoding(sd_session *s) {
     sd_error e = {0};
+    tell_batch(s);
     if (s->meth.d && s->meth.d->begin) {
         sd_status st = s->meth.d->begin(s->meth.d, s->hist, s->n, &e);
         if (st) {
@@ -411,6 +417,10 @@ sd_sv_latency *session_sv_latency(const sd_session *s) { return s->sp.sv_latency
 
 sd_sv_latency *session_live_latency(const sd_session *s) {
     return s->sv_on || (s->sp.method == SD_SPEC_SWIFT && s->sp.tree_nodes < 0) ? s->sp.sv_latency : NULL;
+}
+
+sd_sv_latency *session_batch_latency(const sd_session *s) {
+    return s->sp.method == SD_SPEC_AUTO ? s->sp.sv_latency : session_live_latency(s);
 }
 
 void session_sv_verify(sd_session *s, int n) {
@@ -517,6 +527,7 @@ static void commit_round(sd_session *s, const fwd_req *r) {
     sd_kv_truncate(s->target, s->seq, s->n - 1, NULL);
     if (d && d->timed && !s->sched)
         d->timed(d, (s->t_drafted - s->t_round0) + (s->t_verify0 - s->t_comp_end), tc - s->t_verify0);
+    tell_batch(s);
     if (d && d->on_verified) d->on_verified(d, s->hist, s->n, acc);
     if (s->comp) {
         svc_on_verified(s->comp, s->n);

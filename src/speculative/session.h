@@ -36,6 +36,9 @@ sd_sv_latency *session_sv_latency(const sd_session *s);
 /* The latency table the session's choices read (SV; SWIFT's automatic tree budget), which live verification passes
  * refresh; NULL when it reads none. */
 sd_sv_latency *session_live_latency(const sd_session *s);
+/* The latency table a scheduler's merged verification passes refresh for the session: the live one, or auto's (alone,
+ * auto refreshes its table itself from its full passes). */
+sd_sv_latency *session_batch_latency(const sd_session *s);
 /* SV: verify the first n (>= 1) drafted tokens of the waiting round (the rest are dropped unverified). */
 void session_sv_verify(sd_session *s, int n);
 /* The scheduler the session is in (set by sd_sched_add / cleared when it leaves), so that freeing it removes it. */

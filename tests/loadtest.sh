@@ -29,6 +29,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
+: >"$TMP/server.log" # there before the first read below (the server's redirection may come later)
 $CLI serve -m "$TGT" --draft-model "$DRAFT" --port 0 --parallel "$PAR" $THREADS --queue-limit $((CLIENTS + 8)) -c 1024 \
     >/dev/null 2>"$TMP/server.log" &
 SPID=$!

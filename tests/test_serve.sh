@@ -82,6 +82,23 @@ done
 # draft tokens were proposed and counted
 [ "$(metric 'specdec_draft_tokens_total{method="draft"}')" -gt 0 ] 2>/dev/null && ok || bad "draft tokens in /metrics"
 
+# the default method (no --spec): auto, plain greedy's text; a request sampling with a seed of its own: plain
+# decoding, the same text for the same seed; a request that names a method gets it, seed or not
+exp=$(gen "$P2" 40)
+code=$(post /v1/completions "{\"prompt\": \"$P2\", \"max_tokens\": 40, \"temperature\": 0}" "$TMP/r.json")
+[ "$code" = 200 ] && [ "$(jq -r '.choices[0].text' "$TMP/r.json")" = "$exp" ] && [ "$(jq -r .usage.method "$TMP/r.json")" = auto ] &&
+    ok || bad "default method auto: $code $(cat "$TMP/r.json")"
+seeded="{\"prompt\": \"$P2\", \"max_tokens\": 40, \"temperature\": 0.9, \"seed\": 7}"
+code=$(post /v1/completions "$seeded" "$TMP/r1.json")
+code2=$(post /v1/completions "$seeded" "$TMP/r2.json")
+[ "$code$code2" = 200200 ] && [ "$(jq -r .usage.method "$TMP/r1.json")" = none ] &&
+    [ "$(jq -r '.choices[0].text' "$TMP/r1.json")" = "$(jq -r '.choices[0].text' "$TMP/r2.json")" ] &&
+    ok || bad "seeded sampling by default: plain and reproducible: $code $code2 $(cat "$TMP/r1.json") $(cat "$TMP/r2.json")"
+code=$(post /v1/completions "{\"prompt\": \"$P2\", \"max_tokens\": 8, \"temperature\": 0.9, \"seed\": 7, \"speculative\": {\"method\": \"auto\"}}" "$TMP/r.json")
+[ "$code" = 200 ] && [ "$(jq -r .usage.method "$TMP/r.json")" = auto ] && ok || bad "seeded, auto named: $code $(cat "$TMP/r.json")"
+code=$(post /v1/completions "{\"prompt\": \"$P2\", \"max_tokens\": 8, \"temperature\": 0.9}" "$TMP/r.json")
+[ "$code" = 200 ] && [ "$(jq -r .usage.method "$TMP/r.json")" = auto ] && ok || bad "sampled without a seed: auto: $code $(cat "$TMP/r.json")"
+
 # 16 at once, mixed methods and prompts (half streamed), each equal to generate alone
 i=0
 CPIDS=""

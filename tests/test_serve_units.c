@@ -175,6 +175,21 @@ static void test_parse(fixture *f) {
     f->def.tpl = CT_NONE;
     expect_fail(f, SV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}", 400, "no_chat_template", "messages", "--chat-template");
     f->def = keep;
+    /* the server's default auto: a request sampling with a seed of its own takes the seeded default (plain) */
+    f->def.spec.method = SD_SPEC_AUTO;
+    static const struct { const char *body; sd_spec_method want; } seeded[] = {
+        {"{\"prompt\": \"x\", \"temperature\": 0.7, \"seed\": 3}", SD_SPEC_NONE},
+        {"{\"prompt\": \"x\", \"temperature\": 0.7}", SD_SPEC_AUTO},
+        {"{\"prompt\": \"x\", \"temperature\": 0, \"seed\": 3}", SD_SPEC_AUTO},
+        {"{\"prompt\": \"x\", \"temperature\": 0.7, \"seed\": 3, \"speculative\": {\"method\": \"ngram\"}}", SD_SPEC_NGRAM},
+    };
+    for (size_t i = 0; i < sizeof seeded / sizeof *seeded; i++) {
+        const bool ok = parse(f, SV_COMPLETION, seeded[i].body, &r, &e);
+        CHECK(ok && r.spec.method == seeded[i].want, "%s: method %d, expected %d (%s)", seeded[i].body,
+              ok ? (int)r.spec.method : -1, (int)seeded[i].want, e.msg);
+        if (ok) sv_request_free(&r);
+    }
+    f->def = keep;
 }
 
 static void test_bodies(void) {
@@ -260,6 +275,7 @@ int main(void) {
         f.def.dctx = f.dctx;
         f.def.sampling = sd_sampler_default_params();
         f.def.spec = sd_spec_default_params();
+        f.def.seeded = f.def.spec;
         f.def.n_predict = 16;
         f.def.tpl = CT_CHATML;
         test_parse(&f);

@@ -24,8 +24,12 @@ static void usage(FILE *f) {
             "An OpenAI-compatible server: POST /v1/completions, POST /v1/chat/completions (JSON or streamed as\n"
             "Server-Sent Events), GET /v1/models, GET /health, GET /metrics (Prometheus). Each request may choose its\n"
             "speculative method with \"speculative\": {\"method\": \"ngram\", \"gamma\": 4, ...} (the keys of bench spec\n"
-            "--methods; \"method\": \"none\" = plain decoding); the flags below set the default method. Up to N\n"
-            "requests decode at once (continuous batching), more wait in a queue.\n\n"
+            "--methods; \"method\": \"none\" = plain decoding); the flags below set the default method. Without --spec\n"
+            "the default is auto (the method and its draft length chosen every round from measured costs; the latency\n"
+            "table it prices rounds with is measured at start-up: keep it with --sv-latency FILE), except for a request\n"
+            "that samples with a \"seed\" of its own, which is decoded plainly so that its text is the seed's (auto's\n"
+            "choices follow measured times). Up to N requests decode at once (continuous batching), more wait in a\n"
+            "queue.\n\n"
             "server:\n"
             "      --host ADDR         address to listen on (default 127.0.0.1)\n"
             "      --port N            port (default 8080; 0 = any free port, printed at start)\n"
@@ -89,12 +93,14 @@ int cmd_serve(int argc, char **argv) {
     s.idle_timeout_s = 60;
     int P = 4, queue_limit = 64, budget = 0;
     const char *alias = NULL, *tpl_arg = NULL;
+    bool spec_given = false;
     static const char *const own[] = {"--host", "--port", "--parallel", "--queue-limit", "--api-key",
                                       "--chat-template", "--alias", "--max-body", "--timeout",
                                       "--max-connections", "--token-budget", "--idle-timeout", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         run_arg r = run_opts_arg(&o, argc, argv, &i, own, "serve", usage, &v);
+        spec_given |= r == RUN_ARG_SHARED && !strcmp(a, "--spec");
         if (r == RUN_ARG_SHARED) continue;
         if (r != RUN_ARG_OWN) return r == RUN_ARG_HELP ? 0 : 2;
         int x = 0;
@@ -127,6 +133,8 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "error: specdec serve needs -m MODEL (see --help)\n");
         return 2;
     }
+    const sd_spec_params given = o.spec; /* --spec's, or plain decoding: seeded sampling's default below */
+    if (!spec_given) o.spec.method = SD_SPEC_AUTO;
     if (s.api_key && !*s.api_key) {
         fprintf(stderr, "error: --api-key is empty\n");
         return 2;
@@ -184,6 +192,12 @@ int cmd_serve(int argc, char **argv) {
     s.def.sampling = o.sp;
     s.def.spec = o.spec;
     if (s.def.spec.method != SD_SPEC_DRAFT && s.def.spec.method != SD_SPEC_AUTO) s.def.spec.draft_ctx = NULL;
+    s.def.seeded = s.def.spec;
+    if (!spec_given) { /* plain decoding, with what the server shares (heads, SV's files) as any request has them */
+        s.def.seeded.method = given.method;
+        s.def.seeded.draft_ctx = NULL;
+        s.def.seeded.auto_state = NULL;
+    }
     s.def.n_predict = o.n_predict;
     s.def.tpl = tpl;
     s.def.no_bos = o.no_bos;
@@ -192,6 +206,9 @@ int cmd_serve(int argc, char **argv) {
                     "%s%s%s\n",
             s.host, s.port, s.model_id, P, sd_ctx_n_ctx(env.ctx), chat_tpl_name(tpl),
             sd_spec_method_name(o.spec.method), env.dmodel ? ", draft model " : "", env.dmodel ? o.draft_path : "");
+    if (!spec_given)
+        fprintf(stderr, "serve: (auto by default; a request that samples with a seed of its own is decoded plainly, "
+                        "one that names a method gets it)\n");
     rc = 0;
 done:;
     int sig = 0;

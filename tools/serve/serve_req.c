@@ -161,8 +161,8 @@ static bool read_stop(const cJSON *root, sv_request *r, sv_error *e) {
 
 /* "speculative": {"method": NAME, KEY: VALUE...} -> "NAME:KEY=VALUE:..." through the registry's parser, which
  * rejects unknown keys, keys of other methods and values out of range. */
-static bool read_spec(const cJSON *root, const sv_defaults *def, sv_request *r, sv_error *e) {
-    r->spec = def->spec;
+static bool read_spec(const cJSON *root, const sv_defaults *def, bool seeded, sv_request *r, sv_error *e) {
+    r->spec = seeded && r->sampling.temp > 0 ? def->seeded : def->spec;
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(root, "speculative");
     if (!sp || cJSON_IsNull(sp)) return true;
     if (!cJSON_IsObject(sp)) return BAD_TYPE(e, "speculative", "an object {\"method\": NAME, KEY: VALUE, ...}");
@@ -262,8 +262,9 @@ bool sv_request_parse(const char *body, size_t len, sv_kind kind, const sv_defau
     if (ok && (ok = get_num(root, "min_p", 0, 1, false, &x, &has, e)) && has) r->sampling.min_p = (float)x;
     if (ok && (ok = get_num(root, "repeat_penalty", 1e-6, 1e6, false, &x, &has, e)) && has)
         r->sampling.repeat_penalty = (float)x;
+    bool seeded = false;
     if (ok && (ok = get_num(root, "seed", -9007199254740992.0, 9007199254740992.0, true, &x, &has, e)) && has)
-        r->sampling.seed = (uint64_t)(int64_t)x;
+        r->sampling.seed = (uint64_t)(int64_t)x, seeded = true;
     if (ok && (ok = get_num(root, "n", 1, 1 << 30, true, &x, &has, e)) && has && x != 1)
         ok = sv_fail(e, 400, "invalid_request_error", "unsupported_value", "n", "only n = 1 is supported");
     for (const char *const *z = (const char *const[]){"presence_penalty", "frequency_penalty", NULL}; ok && *z; z++)
@@ -280,7 +281,7 @@ bool sv_request_parse(const char *body, size_t len, sv_kind kind, const sv_defau
         else ok = get_bool(so, "include_usage", &r->include_usage, e);
     }
     if (ok) ok = read_stop(root, r, e);
-    if (ok) ok = read_spec(root, def, r, e);
+    if (ok) ok = read_spec(root, def, seeded, r, e);
     cJSON_Delete(root);
     if (!ok) sv_request_free(r);
     return ok;

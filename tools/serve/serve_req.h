@@ -34,6 +34,9 @@ typedef struct sv_defaults {
     int n_accept;
     sd_sampler_params sampling;     /* the server's sampling defaults (seed: drawn per request unless given) */
     sd_spec_params spec;            /* the server's default method */
+    sd_spec_params seeded;          /* the default method of a request that samples with a seed of its own: spec, or
+                                       plain decoding where spec is auto by default (auto's choices follow measured
+                                       times, so the sampled text of a seed would not be reproducible) */
     int n_predict;                  /* max_tokens when absent (-1: to the end of the context) */
     chat_tpl tpl;                   /* CT_NONE: chat requests refused */
     bool no_bos;

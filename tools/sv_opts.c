@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "out_file.h"
 
@@ -179,12 +180,18 @@ static bool latency_open(sv_env *e, int n_max, const char *path, sd_model *targe
             return false;
         }
     }
+    fprintf(stderr, "measuring the latency table T(n, b) (n 0..%d, batch sizes up to %d, %d threads)%s\n", n_max,
+            BATCHES[nb - 1], threads, path ? "" : "; --sv-latency FILE keeps it for the next start");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (sd_sv_latency_measure(target, threads, n_max, BATCHES, nb, 3, &e->lat, &err) != SD_OK) {
         fprintf(stderr, "error: measuring the SV latency table: %s\n", err.msg);
         return false;
     }
-    fprintf(stderr, "latency table T(n, b) measured (n 0..%d, batch sizes up to %d, %d threads)%s%s\n", n_max,
-            BATCHES[nb - 1], threads, path ? ", written to " : "", path ? path : "");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    fprintf(stderr, "latency table T(n, b) measured in %.1f s%s%s\n",
+            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), path ? ", written to " : "",
+            path ? path : "");
     if (path && sd_sv_latency_save(e->lat, target, threads, path, &err) != SD_OK) {
         fprintf(stderr, "error: --sv-latency: %s\n", err.msg);
         return false;

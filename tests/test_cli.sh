@@ -386,11 +386,11 @@ if [ $? -eq 0 ] && grep -q "information gain" "$out" && grep -q '"draft": "swift
 # table the draft-model runs above cached is measured again; with several methods, the longest of those that read it
 $CLI generate -m "$MEE" --spec swift --context-window 8 --companion-exit 3 --verify sv --sv-profile "$SVS" --sv-latency "$SVL" \
     -p "Once upon a time" -n 8 --temp 0 -t 1 >"$out" 2>"$err"
-[ $? -eq 0 ] && grep -q "latency table T(n, b) measured (n 0..25" "$err" && ok || bad "swift + sv: a table to 25 drafts: $(cat "$err")"
+[ $? -eq 0 ] && grep -q "measuring the latency table T(n, b) (n 0..25" "$err" && ok || bad "swift + sv: a table to 25 drafts: $(cat "$err")"
 SVL2=$(mktemp); rm -f "$SVL2"
 $CLI bench batch -m "$MEE" --methods draft:verify=sv,swift:window=8:tree_nodes=-1 --draft-model "$M260" --companion "$MPL" \
     --sv-profile "$SVP" --sv-latency "$SVL2" --parallel 1 -n 16 -t 1 >"$out" 2>"$err"
-[ $? -eq 0 ] && grep -q "latency table T(n, b) measured (n 0..32" "$err" && ok || bad "bench batch: a table for every method: $(cat "$err")"
+[ $? -eq 0 ] && grep -q "measuring the latency table T(n, b) (n 0..32" "$err" && ok || bad "bench batch: a table for every method: $(cat "$err")"
 rm -f "$SVL2"
 for comp in "--companion-exit 3" "--companion $MPL"; do
     $CLI generate -m "$MEE" --spec swift --context-window 8 $comp --verify sv --sv-profile "$SVS" --sv-latency "$SVL" \

@@ -1,4 +1,5 @@
 /* sv_opts: SV's files and companion for the CLI and the server (see the header). */
+#define _POSIX_C_SOURCE 200809L
 #include "sv_opts.h"
 
 #include <cjson/cJSON.h>

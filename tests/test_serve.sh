@@ -98,6 +98,9 @@ code=$(post /v1/completions "{\"prompt\": \"$P2\", \"max_tokens\": 8, \"temperat
 [ "$code" = 200 ] && [ "$(jq -r .usage.method "$TMP/r.json")" = auto ] && ok || bad "seeded, auto named: $code $(cat "$TMP/r.json")"
 code=$(post /v1/completions "{\"prompt\": \"$P2\", \"max_tokens\": 8, \"temperature\": 0.9}" "$TMP/r.json")
 [ "$code" = 200 ] && [ "$(jq -r .usage.method "$TMP/r.json")" = auto ] && ok || bad "sampled without a seed: auto: $code $(cat "$TMP/r.json")"
+# auto's candidates in /metrics: the rounds they ran, and why
+curl -s --max-time 10 "$U/metrics" | awk '/^specdec_auto_rounds_total\{/ { n += $2 } END { exit !(n > 0) }' && ok ||
+    bad "auto's rounds in /metrics: $(curl -s --max-time 10 "$U/metrics" | grep specdec_auto)"
 
 # 16 at once, mixed methods and prompts (half streamed), each equal to generate alone
 i=0

@@ -249,6 +249,26 @@ static void test_metrics(void) {
               !strstr(t, "method=\"?\""),
           "metrics text:\n%s", t ? t : "");
     free(t);
+    /* auto's candidates, summed by name over requests; a candidate that never ran is not listed */
+    sd_spec_stats st;
+    memset(&st, 0, sizeof st);
+    st.n_auto_cands = 3;
+    st.auto_cands[0] = (sd_auto_cand_stats){.name = "draft", .rounds = 5, .best = 3, .held = 2, .drafted = 15, .accepted = 9,
+                                            .est_accepted = 8.5};
+    st.auto_cands[1] = (sd_auto_cand_stats){.name = "ngram:repeat", .rounds = 1, .probe = 1, .drafted = 8, .accepted = 8,
+                                            .est_accepted = 6};
+    st.auto_cands[2] = (sd_auto_cand_stats){.name = "swift"};
+    sv_metrics_auto(&mt, &st);
+    sv_metrics_auto(&mt, &st);
+    t = sv_metrics_text(&mt);
+    CHECK(t && strstr(t, "specdec_auto_rounds_total{candidate=\"draft\",reason=\"best\"} 6\n") &&
+              strstr(t, "specdec_auto_rounds_total{candidate=\"draft\",reason=\"held\"} 4\n") &&
+              strstr(t, "specdec_auto_rounds_total{candidate=\"ngram:repeat\",reason=\"probe\"} 2\n") &&
+              strstr(t, "specdec_auto_accepted_tokens_total{candidate=\"draft\"} 18\n") &&
+              strstr(t, "specdec_auto_expected_accepted_tokens_total{candidate=\"draft\"} 17.000\n") &&
+              strstr(t, "specdec_auto_drafted_tokens_total{candidate=\"ngram:repeat\"} 16\n") && !strstr(t, "candidate=\"swift\""),
+          "auto metrics:\n%s", t ? t : "");
+    free(t);
     sv_metrics_destroy(&mt);
 }
 

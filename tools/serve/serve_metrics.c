@@ -46,6 +46,26 @@ void sv_metrics_request(sv_metrics *mt, int method, int n_prompt, int n_gen, int
     pthread_mutex_unlock(&mt->mu);
 }
 
+void sv_metrics_auto(sv_metrics *mt, const sd_spec_stats *st) {
+    pthread_mutex_lock(&mt->mu);
+    for (int i = 0; i < st->n_auto_cands; i++) {
+        const sd_auto_cand_stats *c = &st->auto_cands[i];
+        if (c->rounds == 0) continue;
+        int k = 0;
+        while (k < mt->n_autos && strcmp(mt->autos[k].name, c->name)) k++;
+        if (k == mt->n_autos) {
+            if (k == SV_AUTO_CANDS) continue; /* more names than room: not counted */
+            snprintf(mt->autos[k].name, sizeof mt->autos[k].name, "%s", c->name);
+            mt->n_autos++;
+        }
+        sv_auto_counts *a = &mt->autos[k];
+        a->best += (uint64_t)c->best, a->held += (uint64_t)c->held, a->probe += (uint64_t)c->probe;
+        a->drafted += (uint64_t)c->drafted, a->accepted += (uint64_t)c->accepted;
+        a->expected += c->est_accepted;
+    }
+    pthread_mutex_unlock(&mt->mu);
+}
+
 void sv_metrics_status(sv_metrics *mt, int status) {
     pthread_mutex_lock(&mt->mu);
     int cls = status / 100;
@@ -146,6 +166,32 @@ char *sv_metrics_text(sv_metrics *mt) {
             tprintf(&b, "specdec_draft_position_acceptance{method=\"%s\",position=\"%d\"} %.6f\n",
                     sd_spec_method_name((sd_spec_method)m), d + 1,
                     (double)s.m[m].pos_accepted[d] / (double)s.m[m].pos_drafted[d]);
+    tprintf(&b, "# HELP specdec_auto_rounds_total Rounds of auto's candidates, by why they ran (best: the highest "
+                "expected tokens/s; held: kept by the hysteresis; probe).\n# TYPE specdec_auto_rounds_total counter\n");
+    for (int k = 0; k < s.n_autos; k++) {
+        const sv_auto_counts *a = &s.autos[k];
+        tprintf(&b, "specdec_auto_rounds_total{candidate=\"%s\",reason=\"best\"} %llu\n"
+                    "specdec_auto_rounds_total{candidate=\"%s\",reason=\"held\"} %llu\n"
+                    "specdec_auto_rounds_total{candidate=\"%s\",reason=\"probe\"} %llu\n",
+                a->name, (unsigned long long)a->best, a->name, (unsigned long long)a->held, a->name,
+                (unsigned long long)a->probe);
+    }
+    tprintf(&b, "# HELP specdec_auto_accepted_tokens_total Draft tokens accepted in auto's rounds, by candidate.\n"
+                "# TYPE specdec_auto_accepted_tokens_total counter\n");
+    for (int k = 0; k < s.n_autos; k++)
+        tprintf(&b, "specdec_auto_accepted_tokens_total{candidate=\"%s\"} %llu\n", s.autos[k].name,
+                (unsigned long long)s.autos[k].accepted);
+    tprintf(&b, "# HELP specdec_auto_expected_accepted_tokens_total Draft tokens auto's choice expected its rounds to "
+                "accept, by candidate (against the accepted: how well its estimates hold).\n"
+                "# TYPE specdec_auto_expected_accepted_tokens_total counter\n");
+    for (int k = 0; k < s.n_autos; k++)
+        tprintf(&b, "specdec_auto_expected_accepted_tokens_total{candidate=\"%s\"} %.3f\n", s.autos[k].name,
+                s.autos[k].expected);
+    tprintf(&b, "# HELP specdec_auto_drafted_tokens_total Draft tokens proposed in auto's rounds, by candidate.\n"
+                "# TYPE specdec_auto_drafted_tokens_total counter\n");
+    for (int k = 0; k < s.n_autos; k++)
+        tprintf(&b, "specdec_auto_drafted_tokens_total{candidate=\"%s\"} %llu\n", s.autos[k].name,
+                (unsigned long long)s.autos[k].drafted);
     tprintf(&b, "# HELP specdec_http_responses_total HTTP responses by status class.\n"
                 "# TYPE specdec_http_responses_total counter\n");
     for (int c = 2; c <= 5; c++)

@@ -185,6 +185,7 @@ static void slot_advance(sv_worker *w, sv_slot *sl) {
     } else {
         const char *finish = stop_at >= 0 || (n > 0 && !j->req.ignore_eos && sd_token_is_eog(w->model, t[n - 1])) ? "stop" : "length";
         sv_metrics_request(w->metrics, sl->method, j->n_prompt, n, st.n_drafted, st.n_accepted, st.n_rounds);
+        if (st.n_auto_cands > 0) sv_metrics_auto(w->metrics, &st);
         sv_job_finish(j, finish, n, st.n_drafted, st.n_accepted, st.n_rounds);
     }
     slot_clear(sl);

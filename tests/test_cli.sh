@@ -392,6 +392,10 @@ $CLI bench batch -m "$MEE" --methods draft:verify=sv,swift:window=8:tree_nodes=-
     --sv-profile "$SVP" --sv-latency "$SVL2" --parallel 1 -n 16 -t 1 >"$out" 2>"$err"
 [ $? -eq 0 ] && grep -q "measuring the latency table T(n, b) (n 0..32" "$err" && ok || bad "bench batch: a table for every method: $(cat "$err")"
 rm -f "$SVL2"
+# bench batch: auto takes --draft-model as a candidate (it was refused alone, and not given the draft model beside
+# other methods)
+$CLI bench batch -m "$MEE" --methods auto:candidates=draft --draft-model "$M260" --parallel 1 -n 24 -t 1 >"$out" 2>"$err"
+[ $? -eq 0 ] && grep -q "auto's rounds:.* draft [1-9]" "$err" && ok || bad "bench batch: auto with the draft model: $(cat "$err")"
 for comp in "--companion-exit 3" "--companion $MPL"; do
     $CLI generate -m "$MEE" --spec swift --context-window 8 $comp --verify sv --sv-profile "$SVS" --sv-latency "$SVL" \
         -p "Once upon a time" -n 40 --temp 0 -t 1 --compare >"$out" 2>"$err"

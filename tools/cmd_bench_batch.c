@@ -45,6 +45,7 @@ typedef struct meas {
      * sequence: the mean and the five lowest) */
     double verified, acc_verified, fair_mean, fair_low[5];
     int n_low;
+    sd_spec_stats autos; /* auto: its candidates' rounds over the sequences (run_auto_add) */
 } meas;
 
 /* One measurement: P sessions with method sp, greedy, n tokens each. */
@@ -100,6 +101,7 @@ static bool measure(sd_ctx *ctx, const sd_spec_params *sp, int P, int n, int bud
         rounds += st.n_rounds;
         verified += st.n_verified, accepted += st.n_accepted;
         per[i] = st.n_rounds ? (double)st.n_verified / st.n_rounds : 0;
+        run_auto_add(&m->autos, &st);
         m->fair_mean += per[i] / P;
         if (ok && sd_session_status(ss[i], &err) != SD_OK) ok = false;
         sd_session_free(ss[i]);
@@ -179,13 +181,15 @@ int cmd_bench_batch(int argc, char **argv) {
         fprintf(stderr, "error: a 'draft' method needs --draft-model FILE\n");
         return 2;
     }
-    /* contexts: run_env_open validates the first draft-model method (or plain) against the models */
+    /* contexts: run_env_open validates the first draft-model method (or plain) against the models; --draft-model
+     * is loaded whatever that is (auto takes it as a candidate) */
     for (int m = 0; m < n_m; m++)
         if (ms[m].method == SD_SPEC_DRAFT) {
             o.spec = ms[m];
             break;
         }
     if (!need_draft) o.spec = ms[0];
+    o.draft_any_method = true;
     jl_question *qs = NULL;
     int n_q = 0, rc = 1;
     run_env env;
@@ -205,7 +209,7 @@ int cmd_bench_batch(int argc, char **argv) {
         goto done;
     sd_error err = {0};
     for (int m = 0; m < n_m; m++) { /* every method against the models and contexts, before any measurement */
-        if (ms[m].method == SD_SPEC_DRAFT) ms[m].draft_ctx = env.dctx;
+        if (ms[m].method == SD_SPEC_DRAFT || ms[m].method == SD_SPEC_AUTO) ms[m].draft_ctx = env.dctx; /* auto: a candidate */
         ms[m].exit_heads = env.heads;
         run_env_pick_accept_head(&env, &ms[m]); /* SpecDec++ */
         if (sd_spec_check(env.model, env.dmodel, &ms[m], &err) != SD_OK || sd_spec_check_ctx(env.ctx, &ms[m], &err) != SD_OK) {
@@ -250,6 +254,15 @@ int cmd_bench_batch(int argc, char **argv) {
                 fprintf(stderr, "  %-28s P=%-3d      n/a tok/s  tau %.2f (every sequence ended in its first round)\n",
                         labels[m], Ps[pi], best.tau);
             untimed |= best.tokens <= 0;
+            if (best.autos.n_auto_cands > 0) { /* what auto ran: rounds (mean gamma) per candidate */
+                fprintf(stderr, "  %-28s        auto's rounds:", "");
+                for (int c = 0; c < best.autos.n_auto_cands; c++) {
+                    const sd_auto_cand_stats *a = &best.autos.auto_cands[c];
+                    if (a->rounds > 0)
+                        fprintf(stderr, " %s %d (gamma %.1f)", a->name, a->rounds, (double)a->gamma_sum / a->rounds);
+                }
+                fputc('\n', stderr);
+            }
             if (ms[m].verify == SD_VERIFY_SV) {
                 fprintf(stderr, "  %-28s        sv: %.2f verified per round, acceptance of the verified %.1f%%; "
                                 "fairness: mean verified per round over sequences %.2f, the lowest", "", best.verified,

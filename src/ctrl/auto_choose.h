@@ -46,6 +46,8 @@ void ac_sim_round(ac_sim *s, int L, int d, double decay, double w);
 typedef struct ac_family {
     ac_sim sim[AC_GMAX + 1]; /* [1..gmax] */
     double c, x, v;          /* the cost model above */
+    bool alone;              /* its drafting runs per sequence (on the target: early exit, SWIFT), not merged with a
+                              * batch's: where every sequence drafts, its drafting time adds up over them */
     int gmax;                /* 0: plain decoding (no drafts) */
     bool avail_known;        /* it knows how many drafts it can propose this round (a lookup): avail */
     int avail;
@@ -65,9 +67,26 @@ void ac_carry(ac_family *dst, const ac_family *src, int start, double max_rounds
 
 /* T(n) from a table t[0..n_t] (seconds of a verification of n drafts), linear between entries and past the end. */
 double ac_verify_time(const double *t, int n_t, double n);
-/* Expected tokens/s of family f drafting with gamma g (g = 0: a plain step), o the per-round overhead; acc: the
- * expected accepted drafts per round, secs: the expected seconds per round (either may be NULL). */
-double ac_rate(const ac_family *f, int g, const double *t, int n_t, double o, double *acc, double *secs);
+
+/* What a round costs where it runs: t[0..n_t] the seconds of the verification pass when the round drafts n (alone:
+ * T(n); in a batch: the merged pass with the other sequences' blocks as they are), o the per-round overhead every
+ * candidate pays, others the tokens the other seqs - 1 sequences of the pass emit in it (0 alone). A round's rate
+ * is the pass's, (others + accepted + 1) / seconds, so a round that makes everyone's pass dearer pays for it. In a
+ * batch t_all (else NULL) is the merged pass when every sequence drafts n, and the rate is also the batch's if all
+ * did as this round, seqs (accepted + 1) / seconds: a draft counts the lower of the two, a plain step the higher.
+ * The first alone lets one sequence's long draft slow every other's pass; the second alone keeps a batch drafting
+ * once all draft (their passes are dear already, so one more draft looks cheap) where all plain steps are faster. */
+typedef struct ac_costs {
+    const double *t;
+    int n_t;
+    double o, others;
+    int seqs;
+    const double *t_all;
+} ac_costs;
+
+/* Expected tokens/s of family f drafting with gamma g (g = 0: a plain step); acc: the expected accepted drafts per
+ * round, secs: the expected seconds per round (either may be NULL). */
+double ac_rate(const ac_family *f, int g, const ac_costs *k, double *acc, double *secs);
 
 typedef enum { AC_BEST, AC_HELD, AC_PROBE } ac_reason;
 
@@ -78,16 +97,17 @@ typedef struct ac_pick {
 } ac_pick;
 
 /* The best g of family f and its rate. */
-double ac_best_g(const ac_family *f, const double *t, int n_t, double o, int *g);
+double ac_best_g(const ac_family *f, const ac_costs *k, int *g);
 /* The choice over families fam[0..n) (cur, cur_g: the family running now and its gamma, cur = -1 none yet; hyst:
  * the hysteresis fraction). */
-ac_pick ac_choose(const ac_family *fam, int n, const double *t, int n_t, double o, int cur, int cur_g, double hyst);
+ac_pick ac_choose(const ac_family *fam, int n, const ac_costs *k, int cur, int cur_g, double hyst);
 
 struct sd_sv_latency;
-/* In a batch of nb sequences whose verification passes merge: out[0..n] = T(nb d, nb) / nb from the latency table,
- * the share of each sequence in a pass where every one verifies d drafts, made non-decreasing (the choice that is
- * best for all alike when the sequences are alike: a batch leaves the memory-bound regime at shorter drafts). */
-void ac_batch_costs(const struct sd_sv_latency *l, int nb, int n, double *out);
+/* A round in a batch of nb sequences whose verification passes merge, the others' blocks holding others_d drafts in
+ * all, from the latency table, made non-decreasing: out[0..n] = T(others_d + d, nb), the merged pass when this round
+ * drafts d; out_all[0..n] = T(nb d, nb), when every sequence does (ac_costs.t and t_all). On a CPU whose pass costs
+ * the same up to a few positions, a batch that fills them leaves a round little room. */
+void ac_batch_costs(const struct sd_sv_latency *l, int nb, int others_d, int n, double *out, double *out_all);
 
 /* Makes t[0..n] non-decreasing with the least squared change (pool adjacent violators): a latency table measured
  * on a busy machine has cells that came out faster than their smaller neighbours. */

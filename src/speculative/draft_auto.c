@@ -74,8 +74,11 @@ typedef struct auto_drafter {
     double decay, hyst;
     double T[AC_GMAX + 1];      /* seconds of a verification pass over n drafts: scale * shape */
     double shape[AC_GMAX + 1], scale;
-    int nb;                     /* sequences whose verification passes merge with this one's (drafter.batched) */
-    double Tb[AC_GMAX + 1];     /* nb > 1: the session's share of a batch pass where every sequence verifies n drafts */
+    int nb, others_d;           /* sequences whose verification passes merge with this one's, and the others' drafts
+                                 * in the merged pass (drafter.batched) */
+    double others_tok;          /* the tokens the others emit per pass (drafter.batched) */
+    double Tb[AC_GMAX + 1], Tb_all[AC_GMAX + 1]; /* nb > 1: the merged pass when this round, or every sequence, drafts n
+                                                  * (ac_batch_costs) */
     bool t_measured;            /* T holds a measured scale (a table, or a live pass) */
     double overhead;            /* seconds per round of the estimators */
     int p_full;                 /* rounds of the replays started before it are the prompt's */
@@ -265,20 +268,26 @@ static void swift_estimate(auto_drafter *a) {
 }
 
 /* ------------------------------------------------------------------ the choice */
-/* The verification costs the choice reads. Alone: T. In a batch of nb sequences (a scheduler merges their passes):
- * the session's share of a batch pass, from the latency table's batch rows (ac_batch_costs; the scheduler's merged
- * passes refresh them). Without a table the batch is not known to cost anything else: T. */
-static const double *verify_costs(auto_drafter *a) {
-    if (a->nb <= 1 || !a->lat) return a->T;
-    ac_batch_costs(a->lat, a->nb, a->G, a->Tb);
-    return a->Tb;
+/* The costs the choice reads. Alone: T. In a batch of nb sequences (a scheduler merges their passes): the merged
+ * pass with the others' blocks as they were in the last one, and the one where all draft alike, from the latency
+ * table's batch rows (the scheduler's merged passes refresh them; ac_costs says how both count). Without a table the
+ * batch is not known to cost anything else: T. */
+static ac_costs round_costs(auto_drafter *a) {
+    if (a->nb <= 1 || !a->lat) return (ac_costs){a->T, a->G, a->overhead, 0, 1, NULL};
+    ac_batch_costs(a->lat, a->nb, a->others_d, a->G, a->Tb, a->Tb_all);
+    return (ac_costs){a->Tb, a->G, a->overhead, a->others_tok, a->nb, a->Tb_all};
 }
 
-static void ad_batched(drafter *d, int n_seqs) { ((auto_drafter *)d)->nb = n_seqs < 1 ? 1 : n_seqs; }
+static void ad_batched(drafter *d, int n_seqs, int others_drafted, double others_tokens) {
+    auto_drafter *a = (auto_drafter *)d;
+    a->nb = n_seqs < 1 ? 1 : n_seqs;
+    a->others_d = others_drafted < 0 ? 0 : others_drafted;
+    a->others_tok = others_tokens < a->nb - 1 ? a->nb - 1 : others_tokens;
+}
 
 /* The choice for the round starting at hist[n - 1] (its lookup is made). */
 static void choose(auto_drafter *a, int n) {
-    const double *T = verify_costs(a);
+    const ac_costs k = round_costs(a);
     for (int ng = 0; ng < a->n_fam; ng++) {
         if (a->fams[ng].kind != FAM_NGRAM) continue;
         a->af[ng].avail_known = a->ng_tag[(n - 1) % RING] == n - 1;
@@ -290,10 +299,10 @@ static void choose(auto_drafter *a, int n) {
         for (int i = 0; i < a->n_fam; i++)
             if (a->fams[i].kind != FAM_NONE && !a->af[i].off && (f < 0 || a->fams[i].last_run < a->fams[f].last_run)) f = i;
         pk.fam = f;
-        if (f >= 0) ac_best_g(&a->af[f], T, a->G, a->overhead, &pk.g);
+        if (f >= 0) ac_best_g(&a->af[f], &k, &pk.g);
         pk.why = AC_PROBE;
     } else {
-        pk = ac_choose(a->af, a->n_fam, T, a->G, a->overhead, a->hold, a->hold_g, a->hyst);
+        pk = ac_choose(a->af, a->n_fam, &k, a->hold, a->hold_g, a->hyst);
     }
     if (pk.fam < 0) /* every candidate is off (a failed catch-up): plain steps on whichever family is current */
         pk = (ac_pick){fam_of(a, FAM_NONE) >= 0 ? fam_of(a, FAM_NONE) : a->cur >= 0 ? a->cur : 0, 0, 0, AC_BEST};
@@ -301,7 +310,7 @@ static void choose(auto_drafter *a, int n) {
     a->cur_g = pk.g;
     if (pk.why != AC_PROBE) a->hold = pk.fam, a->hold_g = pk.g;
     a->why = pk.why;
-    ac_rate(&a->af[pk.fam], pk.g, T, a->G, a->overhead, &a->est_acc, &a->est_s);
+    ac_rate(&a->af[pk.fam], pk.g, &k, &a->est_acc, &a->est_s);
 }
 
 /* ------------------------------------------------------------------ across generations */
@@ -704,6 +713,7 @@ drafter *drafter_auto_new(sd_ctx *target, int seq, const sd_sampler *smp, const 
             snprintf(name, sizeof name, "early-exit:%d", depths[i]);
             const double share = (double)depths[i] / a->L;
             if (!add_fam(a, FAM_EXIT, depths[i], name, share * T0, 1, 1 - share, a->G)) goto nomem;
+            a->af[a->n_fam - 1].alone = true; /* drafts on the target, per session */
         }
         const int E0 = a->n_fam > 0 ? a->fams[a->n_fam - 1].E : 1; /* set per round */
         if (!(a->exit = drafter_exit_new(target, seq, E0 > 0 ? E0 : 1, sp->exit_heads, smp, gmax, NULL, 0, err))) goto fail;
@@ -713,6 +723,7 @@ drafter *drafter_auto_new(sd_ctx *target, int seq, const sd_sampler *smp, const 
         if (!(a->swift = drafter_swift_new(target, seq, smp, &cp, err))) goto fail;
         const double share = 1.0 - (double)drafter_swift_skipped(a->swift) / (2.0 * a->L);
         if (!add_fam(a, FAM_SWIFT, 0, "swift", share * T0, 0, 1, a->G)) goto nomem;
+        a->af[a->n_fam - 1].alone = true;
     }
     if (a->n_fam == 0 && !add_fam(a, FAM_NONE, 0, "none", 0, 0, 1, 0)) goto nomem;
     auto_ctrl *c = calloc(1, sizeof *c);

@@ -41,6 +41,8 @@ struct sd_sched {
     float *sv_beta; /* [cap][sv_ld] */
     int *sv_k, *sv_n, *sv_i; /* [cap] */
     int sv_ld;
+    int pass_seqs, pass_drafts; /* the verification blocks of the pass running now (or last): sessions, drafts */
+    double pass_tokens;         /* tokens a session emitted per pass, in the pass before (0: none yet) */
 };
 
 sd_sched_params sd_sched_default_params(void) {
@@ -122,6 +124,12 @@ void sd_sched_remove(sd_sched *sc, sd_session *s) {
 }
 
 int sd_sched_n_live(const sd_sched *sc) { return sc ? sc->n_live : 0; }
+
+void sched_pass_blocks(const sd_sched *sc, int *seqs, int *drafts, double *tokens_per_seq) {
+    *seqs = sc && sc->pass_seqs > 0 ? sc->pass_seqs : 1;
+    *drafts = sc ? sc->pass_drafts : 0;
+    *tokens_per_seq = sc && sc->pass_tokens > 0 ? sc->pass_tokens : 1;
+}
 
 /* The merge workspace of a draft model's context (made on first use). */
 static merge_ws *draft_ws(sd_sched *sc, sd_ctx *ctx) {
@@ -268,8 +276,15 @@ sd_status sd_sched_step(sd_sched *sc, sd_error *err) {
             if (!session_prefilling(sc->who[i])) n_verify++, n_drafts += sc->reqs[i].n - 1;
             if (!lat && !session_prefilling(sc->who[i])) lat = session_batch_latency(sc->who[i]); /* refreshed below */
         }
+    sc->pass_seqs = n_verify, sc->pass_drafts = n_drafts; /* what the sessions committing in it are told */
+    int gen0 = 0, gen1 = 0, nt = 0;
+    for (int j = 0; j < m; j++)
+        if (!session_prefilling(sc->who[sc->idx[j]])) sd_session_tokens(sc->who[sc->idx[j]], &nt), gen0 += nt;
     double t0 = now_s();
     sd_status s3 = run_some(sc, sc->ws, sc->target, sc->idx, m, err);
+    for (int j = 0; j < m; j++) /* (a session that prefilled in this pass emitted its first token: counted too) */
+        sd_session_tokens(sc->who[sc->idx[j]], &nt), gen1 += nt;
+    if (n_verify > 0 && !s3) sc->pass_tokens = (double)(gen1 - gen0) / n_verify;
     if (lat && !s3 && m == n_verify && full) sd_sv_latency_observe(lat, n_drafts, n_verify, now_s() - t0, 0.9);
     if (s3) st = s3;
     /* finished sessions leave */

@@ -312,15 +312,26 @@ int session_need(const sd_session *s) {
     return round_max(s) + 1;
 }
 
-/* The drafter learns how many sequences' passes merge with the session's (drafter.batched). */
-static void tell_batch(const sd_session *s) {
-    if (s->meth.d && s->meth.d->batched) s->meth.d->batched(s->meth.d, s->sched ? sd_sched_n_live(s->sched) : 1);
+/* The drafter learns how many sequences' passes merge with the session's, the others' drafts and their tokens
+ * (drafter.batched): committing a round, those of the scheduler's pass it was in; starting, the live sessions
+ * (drafts not known). */
+static void tell_batch(const sd_session *s, bool in_pass) {
+    if (!s->meth.d || !s->meth.d->batched) return;
+    int seqs = 1, drafts = 0;
+    double per_seq = 1;
+    if (s->sched) {
+        sched_pass_blocks(s->sched, &seqs, &drafts, &per_seq);
+        if (in_pass) drafts -= s->k;
+        else seqs = sd_sched_n_live(s->sched), drafts = 0;
+    }
+    if (seqs < 1) seqs = 1;
+    s->meth.d->batched(s->meth.d, seqs, drafts, per_seq * (seqs - 1));
 }
 
 /* The prompt is in the target's cache: the drafter catches up, decoding starts. */
 static bool start_decoding(sd_session *s) {
     sd_error e = {0};
-    tell_batch(s);
+    tell_batch(s, false);
     if (s->meth.d && s->meth.d->begin) {
         sd_status st = s->meth.d->begin(s->meth.d, s->hist, s->n, &e);
         if (st) {
@@ -527,7 +538,7 @@ static void commit_round(sd_session *s, const fwd_req *r) {
     sd_kv_truncate(s->target, s->seq, s->n - 1, NULL);
     if (d && d->timed && !s->sched)
         d->timed(d, (s->t_drafted - s->t_round0) + (s->t_verify0 - s->t_comp_end), tc - s->t_verify0);
-    tell_batch(s);
+    tell_batch(s, true);
     if (d && d->on_verified) d->on_verified(d, s->hist, s->n, acc);
     if (s->comp) {
         svc_on_verified(s->comp, s->n);

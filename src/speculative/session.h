@@ -44,6 +44,9 @@ void session_sv_verify(sd_session *s, int n);
 /* The scheduler the session is in (set by sd_sched_add / cleared when it leaves), so that freeing it removes it. */
 void session_set_sched(sd_session *s, sd_sched *sc);
 sd_sched *session_sched(const sd_session *s);
+/* The verification pass the scheduler runs now (or ran last): the sessions whose blocks it merges, their drafted
+ * tokens in all (1 and 0 outside one), and the tokens a session emitted per pass in the one before (1 at first). */
+void sched_pass_blocks(const sd_sched *sc, int *seqs, int *drafts, double *tokens_per_seq);
 sd_ctx *session_ctx(const sd_session *s);
 int session_seq(const sd_session *s);
 #endif

@@ -71,10 +71,10 @@ struct drafter {
     /* optional, for drafters that adapt to costs (auto): the round's measured drafting and verification seconds,
      * before on_verified, when the session ran the round alone (not merged with others in a scheduler) */
     void (*timed)(drafter *d, double draft_s, double verify_s);
-    /* optional (auto): how many sequences' verification passes merge with this one's (1: alone; in a scheduler, its
-     * live sessions), before begin and before every on_verified, so that a choice made there can price a round at
-     * the batch's cost */
-    void (*batched)(drafter *d, int n_seqs);
+    /* optional (auto): how many sequences' verification passes merge with this one's (1: alone), how many drafts the
+     * others' blocks hold in the merged pass and how many tokens they emit per pass (from the last pass's mean),
+     * before begin and before every on_verified, so that a choice made there can price a round at the batch's cost */
+    void (*batched)(drafter *d, int n_seqs, int others_drafted, double others_tokens);
 };
 
 /* A separate draft model in its own context, on sequence seq there; smp: the target's sampler (its parameters are

@@ -3,6 +3,8 @@
 # test of the server, and a short run of the fuzzers. Ends with one "N passed, N failed" line over everything.
 SHARED=${SHARED:-../shared}
 export SHARED
+# builds in parallel (the tests themselves run one after another)
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 log=$(mktemp)
 total_p=0
 total_f=0
@@ -15,8 +17,8 @@ step() { # step NAME command...
     f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/'); [ -n "$f" ] || f=0
     total_p=$((total_p + p)); total_f=$((total_f + f))
 }
-step "tests" make -s test
-step "tests under ASan + UBSan" make -s asan
+step "tests" make -s -j"$JOBS" test
+step "tests under ASan + UBSan" make -s -j"$JOBS" asan
 whole() { # whole NAME SUMMARY-PATTERN FAILURE command...: a check that passes or fails as one (quiet unless it fails)
     name=$1; pat=$2; why=$3; shift 3
     echo "#### $name"
@@ -32,7 +34,7 @@ whole() { # whole NAME SUMMARY-PATTERN FAILURE command...: a check that passes o
 whole "load test: 64 clients against specdec serve for 30 s (make loadtest-short)" '^(requests|time to first|server RSS)' \
     "the load test" make -s loadtest-short
 whole "fuzz the GGUF reader, a model load + forward pass and the JSONL reader (${FUZZ_SECONDS:-60} s in all)" \
-    '^Done [0-9]+ runs' "the fuzzer found a crash (see above)" make -s fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+    '^Done [0-9]+ runs' "the fuzzer found a crash (see above)" make -s -j"$JOBS" fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 rm -f "$log"
 echo "$total_p passed, $total_f failed"
 [ "$total_f" -eq 0 ]

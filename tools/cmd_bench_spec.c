@@ -512,7 +512,10 @@ int cmd_bench_spec(int argc, char **argv) {
             sd_swift_state_best(ms[m].swift, NULL, &mt, &steps);
             sd_swift_state_describe(ms[m].swift, set, sizeof set);
             acc *a = &A[n_cats][m];
-            fprintf(f, "| %s | %s | %.3f | %d (%.0f measured) | %.1f%% | ", ms[m].label, set, mt, steps, a->opt_steps,
+            if (steps == 0) snprintf(set, sizeof set, "- (no step yet)"); /* the first candidate, never scored */
+            char mts[16] = "-";
+            if (steps > 0 && mt >= 0) snprintf(mts, sizeof mts, "%.3f", mt);
+            fprintf(f, "| %s | %s | %s | %d (%.0f measured) | %.1f%% | ", ms[m].label, set, mts, steps, a->opt_steps,
                     a->secs > 0 ? 100 * a->t_opt / a->secs : 0);
             swift_print_history(f, ms[m].swift);
             fprintf(f, " |\n");

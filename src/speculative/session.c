@@ -319,10 +319,11 @@ static void tell_batch(const sd_session *s, bool in_pass) {
     if (!s->meth.d || !s->meth.d->batched) return;
     int seqs = 1, drafts = 0;
     double per_seq = 1;
-    if (s->sched) {
+    if (s->sched && in_pass) {
         sched_pass_blocks(s->sched, &seqs, &drafts, &per_seq);
-        if (in_pass) drafts -= s->k;
-        else seqs = sd_sched_n_live(s->sched), drafts = 0;
+        drafts -= s->k; /* the others' */
+    } else if (s->sched) {
+        seqs = sd_sched_n_live(s->sched);
     }
     if (seqs < 1) seqs = 1;
     s->meth.d->batched(s->meth.d, seqs, drafts, per_seq * (seqs - 1));

@@ -133,7 +133,6 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "error: specdec serve needs -m MODEL (see --help)\n");
         return 2;
     }
-    const sd_spec_params given = o.spec; /* --spec's, or plain decoding: seeded sampling's default below */
     if (!spec_given) o.spec.method = SD_SPEC_AUTO;
     if (s.api_key && !*s.api_key) {
         fprintf(stderr, "error: --api-key is empty\n");
@@ -194,7 +193,7 @@ int cmd_serve(int argc, char **argv) {
     if (s.def.spec.method != SD_SPEC_DRAFT && s.def.spec.method != SD_SPEC_AUTO) s.def.spec.draft_ctx = NULL;
     s.def.seeded = s.def.spec;
     if (!spec_given) { /* plain decoding, with what the server shares (heads, SV's files) as any request has them */
-        s.def.seeded.method = given.method;
+        s.def.seeded.method = SD_SPEC_NONE;
         s.def.seeded.draft_ctx = NULL;
         s.def.seeded.auto_state = NULL;
     }

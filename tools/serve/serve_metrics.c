@@ -133,15 +133,13 @@ static void family(tbuf *b, const sv_metrics *mt, const char *name, const char *
                 (unsigned long long)*(const uint64_t *)((const char *)&mt->m[m] + off));
 }
 
-/* One counter family of auto's candidates (the field at off: a uint64_t count, or the double `expected`). */
-static void auto_family(tbuf *b, const sv_metrics *mt, const char *name, const char *help, size_t off) {
+/* One counter family of auto's candidates: the field at off, a uint64_t count (or a double: real). */
+static void auto_family(tbuf *b, const sv_metrics *mt, const char *name, const char *help, size_t off, bool real) {
     tprintf(b, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
     for (int k = 0; k < mt->n_autos; k++) {
         const char *at = (const char *)&mt->autos[k] + off;
-        if (off == offsetof(sv_auto_counts, expected))
-            tprintf(b, "%s{candidate=\"%s\"} %.3f\n", name, mt->autos[k].name, *(const double *)at);
-        else
-            tprintf(b, "%s{candidate=\"%s\"} %llu\n", name, mt->autos[k].name, (unsigned long long)*(const uint64_t *)at);
+        if (real) tprintf(b, "%s{candidate=\"%s\"} %.3f\n", name, mt->autos[k].name, *(const double *)at);
+        else tprintf(b, "%s{candidate=\"%s\"} %llu\n", name, mt->autos[k].name, (unsigned long long)*(const uint64_t *)at);
     }
 }
 
@@ -189,13 +187,13 @@ char *sv_metrics_text(sv_metrics *mt) {
                 (unsigned long long)a->probe);
     }
     auto_family(&b, &s, "specdec_auto_accepted_tokens_total", "Draft tokens accepted in auto's rounds, by candidate.",
-                offsetof(sv_auto_counts, accepted));
+                offsetof(sv_auto_counts, accepted), false);
     auto_family(&b, &s, "specdec_auto_expected_accepted_tokens_total",
                 "Draft tokens auto's choice expected its rounds to accept, by candidate (against the accepted: how well "
                 "its estimates hold).",
-                offsetof(sv_auto_counts, expected));
+                offsetof(sv_auto_counts, expected), true);
     auto_family(&b, &s, "specdec_auto_drafted_tokens_total", "Draft tokens proposed in auto's rounds, by candidate.",
-                offsetof(sv_auto_counts, drafted));
+                offsetof(sv_auto_counts, drafted), false);
     tprintf(&b, "# HELP specdec_http_responses_total HTTP responses by status class.\n"
                 "# TYPE specdec_http_responses_total counter\n");
     for (int c = 2; c <= 5; c++)
